@@ -1,0 +1,321 @@
+"""The data model: immutable records of tensors, operations and edges, and the Graph."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, Iterator, Mapping, NamedTuple
+
+__all__ = ["TensorNode", "OpNode", "Edge", "Graph", "EDGE_KINDS", "SCHEMA_VERSION"]
+
+#: Version of the JSON layout written by :meth:`Graph.to_dict`.
+SCHEMA_VERSION = 1
+
+#: The kinds of :class:`Edge`, in the order they are documented.
+EDGE_KINDS = ("next", "input", "output", "detach")
+
+
+class TensorNode(NamedTuple):
+    """One tensor (a data node): what it looked like when the graph was captured.
+
+    ``grad`` is a short summary of ``tensor.grad`` when the tensor had one (a leaf
+    that requires grad after backward, or a non-leaf that called ``retain_grad()``).
+    ``flowed`` holds one summary per backward pass seen by :func:`graphlens.trace`:
+    the gradient that flowed into this tensor, even when PyTorch then threw it away.
+    ``op`` is the id of the :class:`OpNode` that produced the tensor (its ``grad_fn``
+    or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
+    """
+
+    id: str
+    name: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    is_leaf: bool
+    requires_grad: bool
+    retains_grad: bool = False
+    grad: str | None = None
+    version: int = 0
+    is_view: bool = False
+    op: str | None = None
+    output_nr: int = 0
+    value: str | None = None
+    flowed: tuple[str, ...] = ()
+    detached_from: str | None = None
+    region: str | None = None
+    is_parameter: bool = False
+
+    @property
+    def has_grad(self) -> bool:
+        """Whether ``.grad`` held a tensor when the graph was captured."""
+        return self.grad is not None
+
+    @property
+    def label(self) -> str:
+        """The name, or the id when the tensor has no known name."""
+        return self.name if self.name is not None else self.id
+
+
+class OpNode(NamedTuple):
+    """One operation: a backward node (``grad_fn``) and, when traced, its forward call.
+
+    ``name`` is the backward node's class name (``MulBackward0``, ``AccumulateGrad``),
+    or ``None`` for a forward call that recorded no backward node (inside ``no_grad``,
+    or when no input required grad).  ``saved`` pairs each saved attribute with a
+    summary (``"freed"`` once backward released it).  ``variable`` is the tensor id of
+    an ``AccumulateGrad`` node's leaf.
+    """
+
+    id: str
+    name: str | None
+    forward: str | None = None
+    saved: tuple[tuple[str, str], ...] = ()
+    variable: str | None = None
+    region: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The backward node's name, else the forward op's name."""
+        return self.name or self.forward or self.id
+
+    @property
+    def is_accumulate_grad(self) -> bool:
+        """Whether this is the ``AccumulateGrad`` node where a leaf's ``.grad`` is stored."""
+        return self.name == "AccumulateGrad"
+
+
+class Edge(NamedTuple):
+    """A directed edge of one of four kinds (see :data:`EDGE_KINDS`).
+
+    - ``next``: op ``src`` lists op ``dst`` in its ``next_functions`` at position
+      ``input_nr``; ``output_nr`` is which output of ``dst`` it refers to.  This is
+      the backward direction, exactly as PyTorch stores it.
+    - ``input``: tensor ``src`` is argument number ``input_nr`` of op ``dst`` (forward).
+    - ``output``: op ``src`` produced tensor ``dst`` as its output ``output_nr`` (forward).
+    - ``detach``: tensor ``dst`` came from ``src.detach()``: same storage, no gradient path.
+    """
+
+    src: str
+    dst: str
+    kind: str
+    input_nr: int = 0
+    output_nr: int = 0
+
+
+def _record_from(cls, data: Mapping[str, Any]):
+    names = set(cls._fields)
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown} (must be among {sorted(names)})")
+    values = dict(data)
+    for key in ("shape", "flowed"):
+        if key in values and values[key] is not None:
+            values[key] = tuple(values[key])
+    if "saved" in values:
+        values["saved"] = tuple((str(k), str(v)) for k, v in values["saved"])
+    return cls(**values)
+
+
+class Graph:
+    """A captured autograd graph: tensors, ops, edges and the root tensors.
+
+    Build one with :func:`graphlens.snapshot` or :func:`graphlens.trace`.  A ``Graph``
+    is a plain value: it holds strings and numbers, never a tensor, so it does not keep
+    the program's tensors alive.  Two graphs are equal when their records are equal.
+    """
+
+    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_refs", "__weakref__")
+
+    def __init__(
+        self,
+        tensors=(),
+        ops=(),
+        edges=(),
+        roots=(),
+        *,
+        source: str = "snapshot",
+        refs: Mapping[str, weakref.ref] | None = None,
+    ) -> None:
+        self._tensors: tuple[TensorNode, ...] = tuple(tensors)
+        # ops and edges may be given as a zero-argument callable that builds them on first
+        # use: a large snapshot then costs little more than the walk itself.
+        self._ops = ops if callable(ops) else tuple(ops)
+        self._edges = edges if callable(edges) else tuple(edges)
+        self._roots: tuple[str, ...] = tuple(roots)
+        self._source = source
+        self._index: dict[str, TensorNode | OpNode] | None = None
+        self._refs = dict(refs or {})
+
+    # -- the records ---------------------------------------------------------------
+    @property
+    def tensors(self) -> tuple[TensorNode, ...]:
+        """The tensor (data) nodes, in the order they were discovered."""
+        return self._tensors
+
+    @property
+    def ops(self) -> tuple[OpNode, ...]:
+        """The operation nodes, in traversal order."""
+        if callable(self._ops):
+            self._ops = tuple(self._ops())
+        return self._ops
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """All edges; filter by ``Edge.kind``."""
+        if callable(self._edges):
+            self._edges = tuple(self._edges())
+        return self._edges
+
+    @property
+    def roots(self) -> tuple[TensorNode, ...]:
+        """The tensors the graph was captured from (the losses)."""
+        return tuple(self.node(i) for i in self._roots)  # type: ignore[misc]
+
+    @property
+    def leaves(self) -> tuple[TensorNode, ...]:
+        """The leaf tensors."""
+        return tuple(t for t in self._tensors if t.is_leaf)
+
+    @property
+    def source(self) -> str:
+        """``"snapshot"`` or ``"trace"``: how the graph was captured."""
+        return self._source
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many tensors, ops, leaves and edges of each kind the graph has."""
+        out = {"tensors": len(self._tensors), "ops": len(self.ops), "leaves": len(self.leaves)}
+        for kind in EDGE_KINDS:
+            out[kind] = 0
+        for e in self.edges:
+            out[e.kind] += 1
+        return out
+
+    def _lookup(self) -> dict[str, TensorNode | OpNode]:
+        if self._index is None:
+            index: dict[str, TensorNode | OpNode] = {t.id: t for t in self._tensors}
+            index.update((o.id, o) for o in self.ops)
+            self._index = index
+        return self._index
+
+    def node(self, id: str) -> TensorNode | OpNode:
+        """The record with this id (``t3``, ``op5``)."""
+        try:
+            return self._lookup()[id]
+        except KeyError:
+            raise KeyError(f"no node with id {id!r} in this graph") from None
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._lookup()
+
+    def find(self, name: str) -> TensorNode | OpNode:
+        """The tensor named ``name`` (the latest one when a name was reused), else the op
+        with that id, backward name or forward name (the first one in traversal order)."""
+        for t in reversed(self._tensors):
+            if t.name == name:
+                return t
+        index = self._lookup()
+        if name in index:
+            return index[name]
+        for o in self.ops:
+            if o.name == name or o.forward == name:
+                return o
+        known = sorted({t.name for t in self._tensors if t.name})
+        raise KeyError(f"no tensor or op named {name!r} in this graph (named tensors: {known})")
+
+    def find_all(self, name: str) -> tuple[TensorNode, ...]:
+        """Every tensor that was bound to ``name``, in the order they were made."""
+        return tuple(t for t in self._tensors if t.name == name)
+
+    def inputs(self, op: str | OpNode) -> tuple[Edge, ...]:
+        """The ``next`` edges of an op (its ``next_functions``), ordered by ``input_nr``."""
+        op_id = op.id if isinstance(op, OpNode) else op
+        return tuple(sorted((e for e in self.edges if e.kind == "next" and e.src == op_id), key=lambda e: e.input_nr))
+
+    def producer(self, tensor: str | TensorNode) -> OpNode | None:
+        """The op that produced a tensor, or ``None`` for a tensor made directly."""
+        t = tensor if isinstance(tensor, TensorNode) else self.node(tensor)
+        return None if t.op is None else self.node(t.op)  # type: ignore[union-attr,return-value]
+
+    def tensor(self, id: str):
+        """The live tensor behind a tensor node, or ``None`` once it was freed.
+
+        The graph keeps only weak references, so this never keeps a tensor alive."""
+        ref = self._refs.get(id)
+        return None if ref is None else ref()
+
+    # -- value semantics ------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return (
+            self._tensors == other._tensors
+            and self.ops == other.ops
+            and self.edges == other.edges
+            and self._roots == other._roots
+            and self._source == other._source
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._tensors, self.ops, self.edges, self._roots, self._source))
+
+    def __repr__(self) -> str:
+        c = self.counts
+        roots = ", ".join(t.label for t in self.roots) or "-"
+        return (
+            f"<Graph from {self._source}: {c['tensors']} tensors ({c['leaves']} leaves), "
+            f"{c['ops']} ops, {len(self.edges)} edges; roots: {roots}>"
+        )
+
+    def __iter__(self) -> Iterator[TensorNode | OpNode]:
+        yield from self._tensors
+        yield from self.ops
+
+    def __len__(self) -> int:
+        return len(self._tensors) + len(self.ops)
+
+    # -- JSON -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict of lists, strings and numbers (see :meth:`from_dict`)."""
+        def rec(r):
+            d = r._asdict()
+            for key in ("shape", "flowed"):
+                if key in d:
+                    d[key] = list(d[key])
+            if "saved" in d:
+                d["saved"] = [list(p) for p in d["saved"]]
+            return d
+
+        return {
+            "schema": SCHEMA_VERSION,
+            "source": self._source,
+            "roots": list(self._roots),
+            "tensors": [rec(t) for t in self._tensors],
+            "ops": [rec(o) for o in self.ops],
+            "edges": [rec(e) for e in self.edges],
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """The graph as JSON text; ``Graph.from_json(g.to_json()) == g``."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Graph":
+        """Rebuild a graph from :meth:`to_dict` output."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"data must be a dict as written by Graph.to_dict(), not {type(data).__name__}")
+        schema = data.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise ValueError(f"unsupported graph schema: {schema!r} (must be {SCHEMA_VERSION})")
+        return cls(
+            (_record_from(TensorNode, t) for t in data.get("tensors", ())),
+            (_record_from(OpNode, o) for o in data.get("ops", ())),
+            (_record_from(Edge, e) for e in data.get("edges", ())),
+            data.get("roots", ()),
+            source=data.get("source", "snapshot"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Graph":
+        """Rebuild a graph from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,156 @@
+"""Naming tensors after the user's variables, parameters and explicit names."""
+
+from __future__ import annotations
+
+import sys
+from types import FrameType
+from typing import Any, Iterator, Mapping
+
+import torch
+
+__all__ = ["NameBook", "user_frame", "frame_candidates", "INTERNAL_MODULES"]
+
+#: Modules whose frames are never "the caller" when names are inferred: graphlens's
+#: machinery (a module that calls snapshot on a user's behalf adds itself here).
+INTERNAL_MODULES = {"graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "contextlib"}
+_CO_OPTIMIZED = 0x1
+_MAX_CONTAINER = 64
+
+
+def user_frame(depth: int = 1) -> FrameType | None:
+    """The innermost frame, ``depth`` levels up, that is neither torch's nor one of
+    :data:`INTERNAL_MODULES`."""
+    frame = sys._getframe(depth + 1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not (module in INTERNAL_MODULES or module == "torch" or module.startswith("torch.")):
+            break
+        frame = frame.f_back
+    return frame
+
+
+def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` for the tensors directly in ``mapping``, then one level into
+    lists, tuples, dicts and modules."""
+    later: list[tuple[str, torch.Tensor]] = []
+    for key, value in list(mapping.items()):
+        if not isinstance(key, str) or key.startswith("_"):
+            continue
+        name = prefix + key
+        if isinstance(value, torch.Tensor):
+            yield name, value
+        elif isinstance(value, torch.nn.Module):
+            try:
+                later.extend((f"{name}.{p}", t) for p, t in value.named_parameters())
+            except Exception:  # noqa: BLE001 - a broken module must not break naming
+                pass
+        elif isinstance(value, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
+            later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
+        elif isinstance(value, dict) and 0 < len(value) <= _MAX_CONTAINER:
+            later.extend((f"{name}[{k!r}]", t) for k, t in value.items() if isinstance(t, torch.Tensor))
+    yield from later
+
+
+def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> list[tuple[str, torch.Tensor]]:
+    """The named tensors visible in ``frame``: its locals first, then its globals.
+
+    On Python < 3.13 reading ``f_locals`` of a function frame leaves a dict cached on
+    the frame that would keep every local alive; it is cleared again here.
+    """
+    if frame is None:
+        return []
+    out: list[tuple[str, torch.Tensor]] = []
+    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
+    local_map = frame.f_locals
+    try:
+        out.extend(_items(local_map))
+    finally:
+        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
+            local_map.clear()
+        del local_map
+    if with_globals and is_function:
+        out.extend(_items(frame.f_globals))
+    return out
+
+
+class NameBook:
+    """Maps live tensors to names: explicit names win, then a module's parameter names,
+    then the caller's variables.  Leaves are found by identity; non-leaves by their
+    ``(grad_fn, output_nr)``, since a backward walk meets only their node.
+
+    The book holds the tensors it was given only until :meth:`close`.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, str] = {}
+        self._by_fn: dict[Any, dict[int, tuple[str, torch.Tensor]]] = {}
+        self._keep: list[torch.Tensor] = []
+
+    def add(self, name: str, t: torch.Tensor, *, override: bool = False) -> None:
+        """Name ``t`` unless it already has a name (or ``override``)."""
+        key = id(t)
+        if override or key not in self._by_id:
+            self._by_id[key] = name
+            self._keep.append(t)
+        fn = t.grad_fn
+        if fn is not None:
+            outputs = self._by_fn.setdefault(fn, {})
+            if override or t.output_nr not in outputs:
+                outputs[t.output_nr] = (name, t)
+
+    def add_explicit(self, names: Mapping[str, Any] | None) -> None:
+        """Explicit ``names={"w": w}``; a list/tuple/dict value names each element."""
+        if names is None:
+            return
+        if not isinstance(names, Mapping):
+            raise TypeError(
+                f"names must be a dict from name to tensor, e.g. names={{'w': w}}, not {type(names).__name__}"
+            )
+        for name, value in names.items():
+            if isinstance(value, torch.Tensor):
+                self.add(str(name), value, override=True)
+            elif isinstance(value, (list, tuple)):
+                for i, t in enumerate(value):
+                    if isinstance(t, torch.Tensor):
+                        self.add(f"{name}[{i}]", t, override=True)
+            elif isinstance(value, torch.nn.Module):
+                self.add_module(value, prefix=f"{name}.")
+            else:
+                raise TypeError(f"names[{name!r}] must be a tensor, not {type(value).__name__}")
+
+    def add_module(self, module: Any, *, prefix: str = "") -> None:
+        """The parameter (and buffer) names of ``module``."""
+        if module is None:
+            return
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"module must be an nn.Module (the model whose parameters to name), not {type(module).__name__}")
+        for pname, p in module.named_parameters():
+            self.add(prefix + pname, p)
+        for bname, b in module.named_buffers():
+            self.add(prefix + bname, b)
+
+    def add_frame(self, frame: FrameType | None) -> None:
+        """The caller's variables (locals, then globals)."""
+        for name, t in frame_candidates(frame):
+            self.add(name, t)
+
+    def name_of(self, t: torch.Tensor) -> str | None:
+        """The name of a live tensor, if known."""
+        return self._by_id.get(id(t))
+
+    def outputs_by_node(self) -> dict[Any, Any]:
+        """The nodes that produced a named non-leaf (a dict to test membership in)."""
+        return self._by_fn
+
+    def named_outputs(self, fn: Any) -> list[tuple[int, str, torch.Tensor]]:
+        """The named non-leaf tensors that ``fn`` produced, as ``(output_nr, name, tensor)``."""
+        outputs = self._by_fn.get(fn)
+        if not outputs:
+            return []
+        return [(nr, name, t) for nr, (name, t) in sorted(outputs.items(), key=lambda kv: kv[0])]
+
+    def close(self) -> None:
+        """Drop every reference the book holds."""
+        self._by_id.clear()
+        self._by_fn.clear()
+        self._keep.clear()

@@ -1,0 +1,159 @@
+"""Snapshot of the live autograd graph: an iterative walk of ``grad_fn.next_functions``."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any, Mapping
+
+import torch
+
+from ._facts import MAX_ELEMENTS, check_roots, saved_attributes, tensor_node
+from ._safety import guard_teardown
+from .graph import Edge, Graph, OpNode, TensorNode
+from .names import NameBook, user_frame
+
+__all__ = ["snapshot"]
+
+
+def snapshot(
+    *roots: Any,
+    names: Mapping[str, Any] | None = None,
+    module: torch.nn.Module | None = None,
+    saved: bool | None = None,
+    max_elements: int = MAX_ELEMENTS,
+) -> Graph:
+    """Walk the graph PyTorch recorded behind ``roots`` and return it as a :class:`Graph`.
+
+    ``roots`` are tensors, or tuples/lists/dicts of tensors as models return.  Tensors
+    are named after ``names`` (``{"w": w}``), then the parameter names of ``module``,
+    then the caller's variables.  The walk is iterative, so a 100,000-op chain is fine,
+    and it works after backward freed the saved tensors (they show as ``"freed"``).
+    ``saved`` summarises each op's saved attributes; the default (``None``) does so for
+    graphs of up to 5,000 nodes, where a diagram can still show them.
+    The graph holds no tensor: only records and weak references.
+
+    >>> import torch, graphlens as gl
+    >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> loss = (w * 3).sum()
+    >>> g = gl.snapshot(loss)
+    >>> [op.name for op in g.ops]
+    ['SumBackward0', 'MulBackward0', 'AccumulateGrad']
+    >>> g.find("w").is_leaf, g.find("loss").is_leaf
+    (True, False)
+    """
+    pairs = check_roots("snapshot", roots)
+    book = NameBook()
+    try:
+        book.add_explicit(names)
+        book.add_module(module)
+        book.add_frame(user_frame(1))
+        return _walk(pairs, book, saved=saved, max_elements=max_elements)
+    finally:
+        book.close()
+
+
+#: With ``saved=None``, saved attributes are summarised for graphs up to this many nodes.
+SAVED_AUTO_LIMIT = 5_000
+
+
+def _walk(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the walk makes many small objects; torch alone holds ~200k tracked ones
+    try:
+        return _walk_paused(pairs, book, saved=saved, max_elements=max_elements)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
+    # 1. Iterative pre-order walk; op ids follow the order nodes are first reached.
+    fns: list[Any] = []
+    index: dict[Any, int] = {}
+    nexts: list[tuple] = []
+    stack = [t.grad_fn for _, t in reversed(pairs) if t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn in index:
+            continue
+        index[fn] = len(fns)
+        fns.append(fn)
+        nf = fn.next_functions
+        nexts.append(nf)
+        for child, _ in reversed(nf):
+            if child is not None and child not in index:
+                stack.append(child)
+    guard_teardown(len(fns))
+
+    # 2. Tensor nodes: the roots first, then leaves and named non-leaves in walk order.
+    tensors: list[TensorNode] = []
+    refs: dict[str, weakref.ref] = {}
+    by_id: dict[int, str] = {}  # id(tensor) -> tensor node id (the tensors are alive here)
+    by_output: dict[tuple[int, int], str] = {}  # (op index, output_nr) -> tensor node id
+
+    def add(t: torch.Tensor, name: str | None = None) -> str:
+        tid = by_id.get(id(t))
+        if tid is None:
+            tid = f"t{len(tensors)}"
+            by_id[id(t)] = tid
+            fn = t.grad_fn
+            op = None if fn is None else f"op{index[fn]}"
+            if fn is not None:
+                by_output.setdefault((index[fn], t.output_nr), tid)
+            tensors.append(tensor_node(t, tid, name or book.name_of(t), op=op, max_elements=max_elements))
+            refs[tid] = weakref.ref(t)
+        return tid
+
+    root_ids: list[str] = []
+    for _, t in pairs:
+        tid = add(t)
+        if tid not in root_ids:
+            root_ids.append(tid)
+
+    # 3. Per op only plain data is kept: its class name, its variable, its saved
+    #    summaries and its next_functions as (op index, output_nr) pairs.
+    if saved is None:
+        saved = len(fns) <= SAVED_AUTO_LIMIT
+    kinds: list[str] = []
+    variables: dict[int, str] = {}
+    saved_of: list[tuple] = []
+    named = book.outputs_by_node()
+    for i, fn in enumerate(fns):
+        kind = type(fn).__name__
+        kinds.append(kind)
+        if kind == "AccumulateGrad":
+            variables[i] = add(fn.variable)
+        elif named and fn in named:
+            for _, name, t in book.named_outputs(fn):
+                add(t, name)
+        if saved:
+            saved_of.append(saved_attributes(fn))
+    links = [[(-1, 0) if c is None else (index[c], nr) for c, nr in nf] for nf in nexts]
+    del fns, index, nexts, stack
+
+    def build_ops() -> list[OpNode]:
+        return [
+            OpNode(f"op{i}", kind, None, saved_of[i] if saved_of else (), variables.get(i))
+            for i, kind in enumerate(kinds)
+        ]
+
+    def build_edges() -> list[Edge]:
+        edges = [
+            Edge(f"op{i}", f"op{j}", "next", input_nr, nr)
+            for i, row in enumerate(links)
+            for input_nr, (j, nr) in enumerate(row)
+            if j >= 0
+        ]
+        # Forward edges between the known tensors and ops, for the data view.
+        edges.extend(Edge(t.op, t.id, "output", 0, t.output_nr) for t in tensors if t.op is not None)
+        for i, row in enumerate(links):
+            for input_nr, (j, nr) in enumerate(row):
+                if j < 0:
+                    continue
+                tid = variables.get(j) or by_output.get((j, nr))
+                if tid is not None:
+                    edges.append(Edge(tid, f"op{i}", "input", input_nr, 0))
+        return edges
+
+    return Graph(tensors, build_ops, build_edges, root_ids, source="snapshot", refs=refs)
