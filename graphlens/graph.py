@@ -24,6 +24,8 @@ class TensorNode(NamedTuple):
     the gradient that flowed into this tensor, even when PyTorch then threw it away.
     ``op`` is the id of the :class:`OpNode` that produced the tensor (its ``grad_fn``
     or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
+    ``detached_from`` is the id of the tensor it was ``detach()``-ed from; ``region``
+    the ``no_grad`` region it was made in (``"no_grad#0"``); ``scope`` as for ops.
     """
 
     id: str
@@ -44,6 +46,7 @@ class TensorNode(NamedTuple):
     detached_from: str | None = None
     region: str | None = None
     is_parameter: bool = False
+    scope: str | None = None
 
     @property
     def has_grad(self) -> bool:
@@ -63,7 +66,9 @@ class OpNode(NamedTuple):
     or ``None`` for a forward call that recorded no backward node (inside ``no_grad``,
     or when no input required grad).  ``saved`` pairs each saved attribute with a
     summary (``"freed"`` once backward released it).  ``variable`` is the tensor id of
-    an ``AccumulateGrad`` node's leaf.
+    an ``AccumulateGrad`` node's leaf.  ``region`` names the ``no_grad`` region the op
+    ran in; ``scope`` is the dotted name of the innermost submodule that was running
+    (traced with ``module=``), e.g. ``"layers.0.linear1"``.
     """
 
     id: str
@@ -72,6 +77,7 @@ class OpNode(NamedTuple):
     saved: tuple[tuple[str, str], ...] = ()
     variable: str | None = None
     region: str | None = None
+    scope: str | None = None
 
     @property
     def label(self) -> str:
@@ -243,6 +249,24 @@ class Graph:
         The graph keeps only weak references, so this never keeps a tensor alive."""
         ref = self._refs.get(id)
         return None if ref is None else ref()
+
+    # -- drawing (graphlens.render does the work; this module knows no Graphviz) -------
+    def to_dot(self, view: str = "data", **options: Any):
+        """A ``graphviz.Digraph`` of this graph (see :func:`graphlens.render.to_dot`)."""
+        from .render import to_dot
+
+        return to_dot(self, view=view, **options)
+
+    def render(self, path, **options: Any):
+        """Write the diagram to ``path`` (svg, png or pdf by suffix); returns the path."""
+        from .render import render
+
+        return render(self, path, **options)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        from .render import repr_mimebundle
+
+        return repr_mimebundle(self, include, exclude)
 
     # -- value semantics ------------------------------------------------------------
     def __eq__(self, other: object) -> bool:

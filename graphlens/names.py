@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from types import FrameType
 from typing import Any, Iterator, Mapping
@@ -14,16 +15,18 @@ __all__ = ["NameBook", "user_frame", "frame_candidates", "INTERNAL_MODULES"]
 #: machinery (a module that calls snapshot on a user's behalf adds itself here).
 INTERNAL_MODULES = {"graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "contextlib"}
 _CO_OPTIMIZED = 0x1
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _MAX_CONTAINER = 64
 
 
 def user_frame(depth: int = 1) -> FrameType | None:
     """The innermost frame, ``depth`` levels up, that is neither torch's nor one of
     :data:`INTERNAL_MODULES`."""
+    skip = {getattr(sys.modules.get(m), "__file__", None) for m in INTERNAL_MODULES}
     frame = sys._getframe(depth + 1)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module in INTERNAL_MODULES or module == "torch" or module.startswith("torch.")):
+        filename = frame.f_code.co_filename
+        if not (filename in skip or filename.startswith(_TORCH_DIR)):
             break
         frame = frame.f_back
     return frame

@@ -49,9 +49,9 @@ def _tensors_in(obj: Any, out: list) -> None:
 class _T:
     """A tensor record while tracing (mutable; frozen into a TensorNode by ``graph()``)."""
 
-    __slots__ = ("ref", "name", "facts", "op", "output_nr", "flowed", "detached_from", "region", "latest")
+    __slots__ = ("ref", "name", "facts", "op", "output_nr", "flowed", "detached_from", "region", "latest", "scope")
 
-    def __init__(self, ref, facts, op, output_nr, detached_from, region) -> None:
+    def __init__(self, ref, facts, op, output_nr, detached_from, region, scope=None) -> None:
         self.ref = ref
         self.name: str | None = None
         self.facts: TensorNode = facts
@@ -61,18 +61,20 @@ class _T:
         self.detached_from = detached_from
         self.region = region
         self.latest = True
+        self.scope = scope
 
 
 class _O:
     """An op record while tracing."""
 
-    __slots__ = ("name", "forward", "region", "variable", "saved", "next", "outputs")
+    __slots__ = ("name", "forward", "region", "variable", "saved", "next", "outputs", "scope")
 
-    def __init__(self, name, forward, region, variable=None) -> None:
+    def __init__(self, name, forward, region, variable=None, scope=None) -> None:
         self.name = name
         self.forward = forward
         self.region = region
         self.variable = variable
+        self.scope = scope
         self.saved: tuple = ()
         self.next: list[tuple[int, int, int]] = []  # (input_nr, op index, output_nr)
         self.outputs: dict[int, int] = {}  # output_nr -> tensor record index (latest)
@@ -107,6 +109,7 @@ class Trace:
         grads: bool = True,
         saved: bool = True,
         max_elements: int = MAX_ELEMENTS,
+        explain_errors: bool = False,
     ) -> None:
         if names is not None and not isinstance(names, Mapping):
             raise TypeError(
@@ -119,6 +122,7 @@ class Trace:
         self._grads = grads
         self._saved = saved
         self._max = max_elements
+        self._explain_errors = explain_errors
         self._key = f"graphlens.trace#{next(_TOKENS)}"
         self._tensors: list[_T] = []
         self._ops: list[_O] = []
@@ -128,6 +132,8 @@ class Trace:
         self._acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self._region: str | None = None
         self._regions = 0
+        self._scopes: list[str] = []
+        self._module_handles: list = []
         self._passes = 0
         self._frame: FrameType | None = None
         self._mode: _Mode | None = None
@@ -139,8 +145,13 @@ class Trace:
         if self._active or self._frozen is not None:
             raise RuntimeError("a trace can be entered only once: use a new graphlens.trace() for each recording")
         self._frame = user_frame(1)
-        self._mode = _Mode(self)
-        self._mode.__enter__()
+        self._hook_modules()
+        try:
+            self._mode = _Mode(self)
+            self._mode.__enter__()
+        except BaseException:
+            self._unhook_modules()
+            raise
         self._active = True
         return self
 
@@ -149,6 +160,7 @@ class Trace:
             if self._mode is not None:
                 self._mode.__exit__(exc_type, exc, tb)
         finally:
+            self._unhook_modules()
             self._active = False
             self._mode = None
             try:
@@ -156,7 +168,20 @@ class Trace:
                 self._frozen = self._build()
             finally:
                 self._frame = None
+        if self._explain_errors and isinstance(exc, RuntimeError):
+            self._add_explanation(exc)
         return False
+
+    def _add_explanation(self, exc: RuntimeError) -> None:
+        """Attach graphlens's reading of an autograd error to the exception as a note."""
+        try:
+            from .explain import explain_error
+
+            text = str(explain_error(exc, self))
+        except Exception:  # noqa: BLE001 - explaining must never hide the user's error
+            return
+        if text and hasattr(exc, "add_note"):
+            exc.add_note("graphlens: " + text)
 
     # -- public ------------------------------------------------------------------------
     def graph(self) -> Graph:
@@ -174,6 +199,36 @@ class Trace:
         """How many backward calls ran inside the block."""
         return self._passes
 
+    # -- module scopes -----------------------------------------------------------------
+    def _scope(self) -> str | None:
+        return self._scopes[-1] if self._scopes else None
+
+    def _hook_modules(self) -> None:
+        """Forward hooks on every submodule of ``module=`` keep a stack of the submodule
+        names that are running, so each op knows its scope (for collapsed diagrams)."""
+        if self._module is None:
+            return
+        scopes = self._scopes
+        for qualname, sub in self._module.named_modules():
+            if not qualname:
+                continue
+
+            def pre(_mod, _args, name=qualname):
+                scopes.append(name)
+
+            def post(_mod, _args, _out, name=qualname):
+                if scopes and scopes[-1] == name:
+                    scopes.pop()
+
+            self._module_handles.append(sub.register_forward_pre_hook(pre))
+            self._module_handles.append(sub.register_forward_hook(post, always_call=True))
+
+    def _unhook_modules(self) -> None:
+        for handle in self._module_handles:
+            handle.remove()
+        self._module_handles.clear()
+        self._scopes.clear()
+
     # -- recording ---------------------------------------------------------------------
     def _region_now(self) -> str | None:
         if torch.is_grad_enabled():
@@ -190,7 +245,9 @@ class Trace:
             return i
         return None
 
-    def _new_tensor(self, t: _Tensor, op: int | None, output_nr: int, detached_from: int | None, region) -> int:
+    def _new_tensor(
+        self, t: _Tensor, op: int | None, output_nr: int, detached_from: int | None, region, *, external: bool = False
+    ) -> int:
         i = len(self._tensors)
         key = id(t)
         by_id = self._by_id
@@ -207,7 +264,7 @@ class Trace:
             bool(t.retains_grad), None, int(t._version), bool(t._is_view()), None, output_nr,
             is_parameter=isinstance(t, torch.nn.Parameter),
         )
-        rec = _T(weakref.ref(t, forget), facts, op, output_nr, detached_from, region)
+        rec = _T(weakref.ref(t, forget), facts, op, output_nr, detached_from, region, None if external else self._scope())
         if old is not None:
             rec.name = self._tensors[old].name
         self._tensors.append(rec)
@@ -220,7 +277,7 @@ class Trace:
         if i is None:
             fn = t.grad_fn
             op = None if fn is None else self._op_of(fn, None, expand=False)
-            i = self._new_tensor(t, op, t.output_nr if fn is not None else 0, None, None)
+            i = self._new_tensor(t, op, t.output_nr if fn is not None else 0, None, None, external=True)
             if op is not None:
                 self._ops[op].outputs.setdefault(t.output_nr, i)
         return i
@@ -241,7 +298,9 @@ class Trace:
         if j is not None:
             return j
         j = len(self._ops)
-        o = _O(type(fn).__name__, forward, self._region_now() if forward else None)
+        # A node not tagged yet was made by this very call (e.g. the TBackward0 inside
+        # linear) or before the block: either way it belongs to the running scope.
+        o = _O(type(fn).__name__, forward, self._region_now() if forward else None, scope=self._scope())
         self._ops.append(o)
         meta[self._key] = j
         if self._saved:
@@ -294,9 +353,10 @@ class Trace:
             if o.forward is None:
                 o.forward = forward
                 o.region = region
+                o.scope = self._scope()
         else:
             op = len(self._ops)
-            o = _O(None, forward, region)
+            o = _O(None, forward, region, scope=self._scope())
             self._ops.append(o)
         self._inputs.append((op, in_ids))
         for k, t in enumerate(fresh):
@@ -386,6 +446,11 @@ class Trace:
             book.add_module(self._module)
             tensors: list[TensorNode] = []
             refs: dict[str, weakref.ref] = {}
+            param_scopes: dict[int, str] = {}
+            if self._module is not None:
+                for qualname, sub in self._module.named_modules():
+                    for p in sub.parameters(recurse=False):
+                        param_scopes.setdefault(id(p), qualname or None)
             for i, rec in enumerate(self._tensors):
                 t = rec.ref() if rec.latest else None
                 name = rec.name
@@ -396,17 +461,26 @@ class Trace:
                 else:
                     node = rec.facts._replace(name=name)
                 flowed = rec.flowed + ["-"] * (self._passes - len(rec.flowed)) if rec.flowed else []
+                scope = rec.scope
+                if scope is None and t is not None and id(t) in param_scopes:
+                    scope = param_scopes[id(t)]
                 node = node._replace(
                     op=None if rec.op is None else f"op{rec.op}",
                     flowed=tuple(flowed),
                     detached_from=None if rec.detached_from is None else f"t{rec.detached_from}",
                     region=rec.region,
+                    scope=scope,
                 )
                 tensors.append(node)
         finally:
             book.close()
         ops = [
-            OpNode(f"op{j}", o.name, o.forward, o.saved, None if o.variable is None else f"t{o.variable}", o.region)
+            OpNode(
+                f"op{j}", o.name, o.forward, o.saved,
+                None if o.variable is None else f"t{o.variable}",
+                o.region,
+                o.scope if o.variable is None else tensors[o.variable].scope,
+            )
             for j, o in enumerate(self._ops)
         ]
         edges: list[Edge] = []
@@ -435,6 +509,7 @@ def trace(
     grads: bool = True,
     saved: bool = True,
     max_elements: int = MAX_ELEMENTS,
+    explain_errors: bool = False,
 ) -> Trace:
     """Record everything torch computes inside a ``with`` block.
 
@@ -445,6 +520,11 @@ def trace(
     gradient flowing into every recorded tensor is kept, even where PyTorch discards it.
     Nothing is changed: grads are bitwise equal with and without the trace, and every
     hook and the mode are removed on exit, also on an exception.
+
+    ``module=`` names the model's parameters and records, for every op, the submodule
+    that ran it (``OpNode.scope``), so diagrams can collapse submodules.
+    ``explain_errors=True`` attaches graphlens's explanation of an autograd
+    ``RuntimeError`` escaping the block to the exception as a note.
 
     >>> import torch, graphlens as gl
     >>> with gl.trace() as tr:
@@ -458,4 +538,6 @@ def trace(
     >>> g.find("w").grad
     '[3, 3]'
     """
-    return Trace(names=names, module=module, grads=grads, saved=saved, max_elements=max_elements)
+    return Trace(
+        names=names, module=module, grads=grads, saved=saved, max_elements=max_elements, explain_errors=explain_errors
+    )

@@ -1,0 +1,81 @@
+"""Tests for the Graph data model: lookups, counts, JSON round trips."""
+
+import json
+
+import pytest
+import torch
+
+import graphlens as gl
+from graphlens import Edge, Graph, OpNode, TensorNode
+from graphlens.charts import CHARTS, article_example
+
+
+def small_graph():
+    """A snapshot of w * 3 summed, after backward."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 3
+    loss = h.sum()
+    loss.backward()
+    return gl.snapshot(loss)
+
+
+def test_json_round_trip_is_equal_for_snapshots_and_traces():
+    """Graph.from_json(g.to_json()) == g for snapshot, trace and every chart."""
+    graphs = [small_graph(), article_example()] + [c.build() for c in CHARTS.values()]
+    for g in graphs:
+        again = Graph.from_json(g.to_json())
+        assert again == g
+        assert again.to_json() == g.to_json()
+        assert json.loads(g.to_json())["schema"] == 1
+
+
+def test_from_json_rejects_wrong_schema_and_unknown_fields():
+    """A foreign schema or an unknown record field is a clear ValueError."""
+    data = small_graph().to_dict()
+    with pytest.raises(ValueError, match="unsupported graph schema"):
+        Graph.from_dict({**data, "schema": 99})
+    data["tensors"][0]["colour"] = "red"
+    with pytest.raises(ValueError, match=r"unknown TensorNode field\(s\) \['colour'\]"):
+        Graph.from_dict(data)
+    with pytest.raises(TypeError, match="must be a dict"):
+        Graph.from_dict("{}")
+
+
+def test_find_node_inputs_producer_and_counts():
+    """find, node, inputs, producer and counts agree with the records."""
+    g = small_graph()
+    h = g.find("h")
+    assert isinstance(h, TensorNode) and h.shape == (2,)
+    mul = g.producer(h)
+    assert isinstance(mul, OpNode) and mul.name == "MulBackward0"
+    assert g.find("MulBackward0") == mul
+    (edge,) = g.inputs(mul)
+    assert isinstance(edge, Edge) and g.node(edge.dst).is_accumulate_grad
+    assert g.counts == {"tensors": 3, "ops": 3, "leaves": 1, "next": 2, "input": 2, "output": 2, "detach": 0}
+    assert "op0" in g and "nope" not in g
+    with pytest.raises(KeyError, match="named tensors: \\['h', 'loss', 'w'\\]"):
+        g.find("nope")
+
+
+def test_find_returns_the_latest_binding_of_a_reused_name():
+    """When a name was rebound (y1 = y1.detach()), find gives the latest and find_all both."""
+    g = article_example()
+    both = g.find_all("y1")
+    assert len(both) == 2
+    assert g.find("y1") == both[-1]
+    assert both[-1].detached_from == both[0].id
+
+
+def test_records_are_immutable_values():
+    """Records cannot be changed in place and compare by value."""
+    g = small_graph()
+    t = g.tensors[0]
+    with pytest.raises(AttributeError):
+        t.name = "other"  # type: ignore[misc]
+    assert t == TensorNode(**t._asdict())
+    assert t.has_grad is (t.grad is not None)
+
+
+def test_repr_summarises_the_graph():
+    """repr names the source, the counts and the roots."""
+    assert repr(small_graph()) == "<Graph from snapshot: 3 tensors (1 leaves), 3 ops, 6 edges; roots: loss>"

@@ -1,0 +1,266 @@
+"""Tests for graphlens.snapshot: the iterative walk, naming, weak references, bad input."""
+
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import pytest
+import torch
+
+import graphlens as gl
+
+
+def article_program(detach: bool):
+    """The article's section-1 program (typo fixed), returned as a dict of its tensors."""
+    p1 = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    p2 = torch.tensor([1.1, 2.2, 3.3], requires_grad=True)
+    x = torch.tensor([4.0, 5.0, 6.0])
+    xx = x**2
+    y1 = p1 + xx
+    if detach:
+        y1 = y1.detach()
+    y2 = torch.sigmoid(y1)
+    y3 = y2 + p2
+    y4 = torch.sigmoid(y3)
+    loss = y4.mean()
+    return dict(p1=p1, p2=p2, x=x, xx=xx, y1=y1, y2=y2, y3=y3, y4=y4, loss=loss)
+
+
+def plain_walk(*roots):
+    """An independent walk of next_functions: (node objects in no order, edge list)."""
+    seen, edges, stack = {}, [], [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen[fn] = type(fn).__name__
+        for i, (child, nr) in enumerate(fn.next_functions):
+            if child is not None:
+                edges.append((fn, i, child, nr))
+                stack.append(child)
+    return seen, edges
+
+
+def test_article_example_leaves_and_nonleaves():
+    """Without the detach, p1 and p2 are the leaves and y1..y4 and loss are named non-leaves."""
+    v = article_program(detach=False)
+    p1, p2, y1, y2, y3, y4, loss = (v[k] for k in ("p1", "p2", "y1", "y2", "y3", "y4", "loss"))
+    g = gl.snapshot(loss)
+    assert {t.name for t in g.leaves} == {"p1", "p2"}
+    for name in ("y1", "y2", "y3", "y4", "loss"):
+        node = g.find(name)
+        assert not node.is_leaf and node.requires_grad and node.op is not None
+    assert g.find("p1").is_leaf and g.find("p1").op is None
+    assert [t.name for t in g.roots] == ["loss"]
+    del p1, p2, y1, y2, y3, y4
+
+
+def test_article_example_detach_cuts_p1_off():
+    """With the article's detach, the backward graph from loss reaches p2 but not p1."""
+    v = article_program(detach=True)
+    p1, p2, loss = v["p1"], v["p2"], v["loss"]
+    g = gl.snapshot(loss)
+    names = {t.name for t in g.tensors}
+    assert "p2" in names and "p1" not in names
+    acc = [o for o in g.ops if o.is_accumulate_grad]
+    assert len(acc) == 1 and g.node(acc[0].variable).name == "p2"
+    del p1, p2
+
+
+def test_ops_and_edges_equal_next_functions():
+    """The snapshot's op nodes and next edges are exactly what next_functions exposes."""
+    a = torch.randn(3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    c = a * b
+    d, e = (c + a).split(2)
+    loss = (d.sum() * e.sum()) + c.mean()
+    g = gl.snapshot(loss)
+    nodes, edges = plain_walk(loss)
+    assert sorted(o.name for o in g.ops) == sorted(nodes.values())
+    got = sorted((g.node(e.src).name, e.input_nr, g.node(e.dst).name, e.output_nr) for e in g.edges if e.kind == "next")
+    want = sorted((nodes[f], i, nodes[c], nr) for f, i, c, nr in edges)
+    assert got == want
+    split_edges = [e for e in g.edges if e.kind == "next" and g.node(e.dst).name == "SplitBackward0"]
+    assert sorted(e.output_nr for e in split_edges) == [0, 1]
+
+
+def test_ids_are_stable_for_the_same_program():
+    """Running the same program twice gives equal graphs and byte-identical JSON."""
+    def run():
+        torch.manual_seed(0)
+        w = torch.randn(4, 3, requires_grad=True)
+        h = torch.relu(w @ torch.ones(3))
+        loss = h.pow(2).sum()
+        return gl.snapshot(loss)
+
+    g1, g2 = run(), run()
+    assert g1 == g2
+    assert g1.to_json() == g2.to_json()
+
+
+def test_names_from_locals_globals_explicit_and_module():
+    """Names come from explicit names, then module parameter names, then the caller's variables."""
+    model = torch.nn.Linear(2, 1)
+    inp = torch.ones(1, 2)
+    out = model(inp)
+    g = gl.snapshot(out)
+    assert {t.name for t in g.leaves} == {"model.weight", "model.bias"}
+    g = gl.snapshot(out, module=model)
+    assert {t.name for t in g.leaves} == {"weight", "bias"}
+    g = gl.snapshot(out, names={"W": model.weight}, module=model)
+    assert {t.name for t in g.leaves} == {"W", "bias"}
+    assert g.find("out").op is not None
+
+
+GLOBAL_W = torch.tensor([1.0, 2.0], requires_grad=True)
+
+
+def test_names_from_module_globals():
+    """A tensor held only by a module-level variable is named after it."""
+    loss = (GLOBAL_W * 2).sum()
+    g = gl.snapshot(loss)
+    assert g.find("GLOBAL_W").is_leaf
+
+
+def test_multi_output_nonleaves_are_named_by_output_nr():
+    """Each output of a multi-output op is named after its own variable."""
+    t = torch.arange(4.0, requires_grad=True)
+    first, second = (t * 2).split(2)
+    loss = first.sum() + 3 * second.sum()
+    g = gl.snapshot(loss)
+    assert g.find("first").output_nr == 0 and g.find("second").output_nr == 1
+    assert g.find("first").op == g.find("second").op
+
+
+def test_container_roots_and_duplicates():
+    """Tuples, lists and dicts of tensors are accepted as roots; a repeated root appears once."""
+    a = torch.randn(2, requires_grad=True)
+    s1, s2 = a.sum(), (a * 2).sum()
+    g = gl.snapshot({"first": s1, "more": [s2, s1]})
+    assert [t.name for t in g.roots] == ["s1", "s2"]
+    assert len(g.find_all("a")) == 1
+
+
+def test_tensor_without_grad_fn_is_one_node():
+    """A tensor with no grad_fn gives a one-node graph, not an error."""
+    plain = torch.ones(3)
+    g = gl.snapshot(plain)
+    assert len(g.tensors) == 1 and not g.ops and not g.edges
+    assert g.find("plain").is_leaf and not g.find("plain").requires_grad
+    leaf = torch.ones(2, requires_grad=True)
+    g = gl.snapshot(leaf)
+    assert g.find("leaf").requires_grad and g.counts["ops"] == 0
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, words",
+    [
+        ((), {}, ["at least one root tensor", "snapshot(loss)"]),
+        ((3,), {}, ["root must be a torch.Tensor", "not a int"]),
+        ((torch.nn.Linear(2, 2),), {}, ["nn.Module (Linear)", "snapshot(model(x))"]),
+        (([torch.ones(1), "x"],), {}, ["root[1] must be a torch.Tensor", "not a str"]),
+        ((torch.ones(1),), {"names": ["w"]}, ["names must be a dict"]),
+        ((torch.ones(1),), {"module": torch.ones(1)}, ["module must be an nn.Module"]),
+    ],
+)
+def test_bad_input_gets_a_clear_error(args, kwargs, words):
+    """Bad input raises a TypeError that names the argument and the fix."""
+    with pytest.raises(TypeError) as info:
+        gl.snapshot(*args, **kwargs)
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_snapshot_keeps_no_tensor_alive(collect):
+    """A snapshot holds only weak references: deleting the tensors frees them."""
+    w = torch.randn(3, requires_grad=True)
+    h = w.exp()
+    loss = h.sum()
+    g = gl.snapshot(loss)
+    refs = [weakref.ref(t) for t in (w, h, loss)]
+    assert g.tensor(g.find("w").id) is w
+    del w, h, loss
+    collect()
+    assert all(r() is None for r in refs)
+    assert g.tensor("t0") is None
+    assert g.find("h").value is not None  # the records survive
+
+
+def test_snapshot_inside_a_function_leaves_no_frame_cache(collect):
+    """Reading a function's locals for names does not keep them alive afterwards."""
+    def body():
+        w = torch.randn(3, requires_grad=True)
+        loss = (w * w).sum()
+        gl.snapshot(loss)
+        ref = weakref.ref(w)
+        del w, loss
+        collect()
+        return ref()
+
+    assert body() is None
+
+
+def test_snapshot_after_backward_shows_freed_saved_tensors_and_grads():
+    """After backward the walk still works; saved tensors show as freed and leaf grads appear."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = w * w
+    h.retain_grad()
+    loss = h.sum()
+    before = gl.snapshot(loss)
+    mul = next(o for o in before.ops if o.name == "MulBackward0")
+    assert dict(mul.saved) == {"other": "float32[2]", "self": "float32[2]"}
+    loss.backward()
+    after = gl.snapshot(loss)
+    mul = next(o for o in after.ops if o.name == "MulBackward0")
+    assert dict(mul.saved) == {"other": "freed", "self": "freed"}
+    assert after.find("w").grad == "[2, 4]"
+    assert after.find("h").grad == "[1, 1]" and after.find("h").retains_grad
+    assert after.find("loss").grad is None
+
+
+def test_saved_attributes_can_be_turned_off():
+    """saved=False records no saved attributes."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    assert all(o.saved == () for o in gl.snapshot(loss, saved=False).ops)
+    assert any(o.saved for o in gl.snapshot(loss, saved=True).ops)
+
+
+def test_snapshot_never_changes_the_users_numbers():
+    """Taking a snapshot before backward leaves grads, versions and flags unchanged."""
+    def run(take):
+        torch.manual_seed(1)
+        w = torch.randn(5, 5, requires_grad=True)
+        loss = torch.tanh(w @ w).sum()
+        if take:
+            gl.snapshot(loss)
+        loss.backward()
+        return w.grad, w._version, w.requires_grad
+
+    g1, v1, r1 = run(False)
+    g2, v2, r2 = run(True)
+    assert torch.equal(g1, g2) and v1 == v2 and r1 == r2
+
+
+def test_deep_chain_of_100k_ops_snapshots_and_frees_safely():
+    """A 100,000-op chain snapshots without RecursionError, and freeing it afterwards does not
+    crash the interpreter (PyTorch's teardown recursion after a walk)."""
+    script = textwrap.dedent(
+        """
+        import gc, torch, graphlens as gl
+        x = torch.randn(2, requires_grad=True)
+        y = x
+        for _ in range(100_000):
+            y = y * 1.0001
+        g = gl.snapshot(y)
+        assert len(g.ops) == 100_001, len(g.ops)
+        assert g.counts["next"] == 100_000
+        del y, g
+        gc.collect()
+        print("freed")
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "freed" in proc.stdout

@@ -1,0 +1,230 @@
+"""Tests for graphlens.trace: what it records, and that it changes nothing and leaves nothing."""
+
+import weakref
+
+import pytest
+import torch
+
+import graphlens as gl
+from graphlens._facts import summarize
+from graphlens.charts import article_example
+
+
+def test_article_example_records_every_tensor_with_its_marks():
+    """The article's program: x, xx, p1, p2 are leaves; y1 is a non-leaf cut by detach."""
+    g = article_example()
+    for name in ("x", "xx", "p1", "p2"):
+        assert g.find(name).is_leaf, name
+    assert g.find("p1").requires_grad and g.find("p2").requires_grad
+    assert not g.find("x").requires_grad and not g.find("xx").requires_grad
+    original, detached = g.find_all("y1")
+    assert not original.is_leaf and original.requires_grad
+    assert detached.is_leaf and not detached.requires_grad and detached.detached_from == original.id
+    assert [(e.src, e.dst) for e in g.edges if e.kind == "detach"] == [(original.id, detached.id)]
+    # xx = x ** 2 made no backward node, but the forward op is recorded.
+    pow_op = g.producer(g.find("xx"))
+    assert pow_op.name is None and pow_op.forward == "pow"
+    # Behind the cut nothing requires grad until p2 joins.
+    assert not g.find("y2").requires_grad and g.find("y2").is_leaf
+    assert g.find("y3").requires_grad and not g.find("y3").is_leaf
+    # Only p2 got a gradient; p1 is cut off.
+    assert g.find("p2").grad is not None and g.find("p1").grad is None
+    assert [t.name for t in g.roots] == ["loss"]
+
+
+def test_flowed_gradients_match_torch_for_released_intermediates():
+    """The gradient recorded as flowing into an intermediate equals the one retain_grad keeps."""
+    def program():
+        torch.manual_seed(3)
+        w = torch.randn(3, requires_grad=True)
+        h = torch.sin(w) * 2
+        loss = (h * h).sum()
+        return w, h, loss
+
+    w, h, loss = program()
+    h.retain_grad()
+    loss.backward()
+    expected = summarize(h.grad)
+
+    with gl.trace() as tr:
+        w, h, loss = program()
+        loss.backward()
+    g = tr.graph()
+    node = g.find("h")
+    assert node.grad is None and not node.retains_grad  # PyTorch released it ...
+    assert node.flowed == (expected,)  # ... but graphlens saw it flow.
+    assert g.find("loss").flowed == ("1",)
+    assert g.find("w").grad == summarize(w.grad)
+
+
+def test_trace_is_transparent_bitwise():
+    """Grads from a program run under trace are bitwise equal to a plain run."""
+    def run():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+        x = torch.randn(4, 8)
+        loss = torch.nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 1, 0]))
+        loss.backward()
+        return [p.grad.clone() for p in model.parameters()], loss.detach()
+
+    plain, l1 = run()
+    with gl.trace():
+        traced, l2 = run()
+    assert torch.equal(l1, l2)
+    assert all(torch.equal(a, b) for a, b in zip(plain, traced))
+
+
+def test_no_grad_regions_are_recorded():
+    """Tensors and ops made inside torch.no_grad() carry the region's name."""
+    w = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr:
+        a = w * 2
+        with torch.no_grad():
+            b = w * 3
+            c = b + 1
+        d = a + c
+        with torch.no_grad():
+            e = d * 0
+    g = tr.graph()
+    assert g.find("a").region is None and g.find("d").region is None
+    assert g.find("b").region == g.find("c").region == "no_grad#0"
+    assert g.find("e").region == "no_grad#1"
+    assert not g.find("b").requires_grad and g.producer(g.find("b")).name is None
+    assert g.producer(g.find("b")).region == "no_grad#0"
+    del a, b, c, d, e
+
+
+def test_inplace_ops_make_a_new_version_and_multi_output_ops_share_a_node():
+    """An in-place op records a new version of the tensor; split's outputs share one op."""
+    w = torch.ones(4, requires_grad=True)
+    with gl.trace() as tr:
+        h = w * 2
+        h.add_(1)
+        first, second = h.split(2)
+    g = tr.graph()
+    old, new = g.find_all("h")
+    assert old.version == 0 and new.version == 1
+    assert g.producer(new).forward == "add_"
+    assert any(e.kind == "input" and e.src == old.id and e.dst == new.op for e in g.edges)
+    assert g.find("first").op == g.find("second").op
+    assert (g.find("first").output_nr, g.find("second").output_nr) == (0, 1)
+    del first, second
+
+
+def test_names_follow_rebinding_inside_a_function():
+    """A name reused for a new tensor names both tensors, each after what it held."""
+    def body():
+        with gl.trace() as tr:
+            p = torch.ones(2, requires_grad=True)
+            y = p * 2
+            y = torch.exp(y)
+            y.sum()
+        return tr.graph()
+
+    g = body()
+    first, second = g.find_all("y")
+    assert g.producer(first).forward == "mul" and g.producer(second).forward == "exp"
+
+
+def test_autograd_grad_inside_trace_records_flow():
+    """torch.autograd.grad inside the block records the gradient flowing through the graph."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        h = w * w
+        loss = h.sum()
+        (gw,) = torch.autograd.grad(loss, [w])
+    g = tr.graph()
+    assert g.find("h").flowed == ("[1, 1]",)
+    assert torch.equal(gw, 2 * w.detach())
+    assert w.grad is None
+
+
+def test_module_scopes_and_parameter_names():
+    """With module=, parameters get their names and every op knows its submodule."""
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    x = torch.randn(2, 3)
+    with gl.trace(module=model) as tr:
+        out = model(x)
+        loss = out.pow(2).mean()
+    g = tr.graph()
+    assert g.find("0.weight").scope == "0" and g.find("2.bias").scope == "2"
+    forwards = {(o.forward, o.scope) for o in g.ops if o.forward}
+    assert forwards == {("linear", "0"), ("relu", "1"), ("linear", "2"), ("pow", None), ("mean", None)}
+    assert g.find("x").scope is None
+    for sub in model.modules():
+        assert not sub._forward_hooks and not sub._forward_pre_hooks
+    del loss
+
+
+def test_everything_is_removed_on_exit_even_after_an_exception():
+    """An exception inside the block propagates unchanged and leaves no mode or hook behind."""
+    model = torch.nn.Linear(2, 2)
+    w = torch.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="boom"):
+        with gl.trace(module=model) as tr:
+            model(w)
+            raise ValueError("boom")
+    assert not torch._C._is_torch_function_mode_enabled()
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    assert tr.graph().find("w").is_leaf
+
+
+def test_backward_hooks_are_gone_after_backward():
+    """The pre-hooks that record flowing grads exist only during backward."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        h = w * 3
+        loss = h.sum()
+        loss.backward(retain_graph=True)
+    loss.backward()  # outside the block: nothing may be recorded any more
+    assert tr.graph().find("h").flowed == ("[1, 1]",)
+    assert torch.equal(w.grad, torch.tensor([6.0, 6.0]))
+
+
+def test_trace_keeps_no_tensor_alive(collect):
+    """A trace holds only weak references to the tensors it saw."""
+    with gl.trace() as tr:
+        w = torch.randn(3, requires_grad=True)
+        h = w.exp()
+        loss = h.sum()
+        loss.backward()
+    refs = [weakref.ref(t) for t in (w, h, loss)]
+    g = tr.graph()
+    del w, h, loss
+    collect()
+    assert all(r() is None for r in refs)
+    assert g.find("h").flowed  # the records outlive the tensors
+
+
+def test_two_backward_passes_are_recorded_separately():
+    """Each backward pass adds one entry to flowed; '-' marks a pass that did not reach it."""
+    p = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        a = p * 2
+        loss1 = a.sum()
+        b = p * 5
+        loss2 = b.sum()
+        loss1.backward()
+        loss2.backward()
+    g = tr.graph()
+    assert tr.backward_passes == 2
+    assert g.find("a").flowed == ("[1, 1]", "-")
+    assert g.find("b").flowed == ("-", "[1, 1]")
+    assert g.find("p").flowed == ("[2, 2]", "[5, 5]") and g.find("p").grad == "[7, 7]"
+    assert [t.name for t in g.roots] == ["loss1", "loss2"]
+
+
+def test_misuse_gets_clear_errors():
+    """graph() before entering, entering twice and bad options are clear errors."""
+    tr = gl.trace()
+    with pytest.raises(RuntimeError, match="nothing was traced yet"):
+        tr.graph()
+    with tr:
+        pass
+    with pytest.raises(RuntimeError, match="entered only once"):
+        with tr:
+            pass
+    with pytest.raises(TypeError, match="names must be a dict"):
+        gl.trace(names=["w"])
+    with pytest.raises(TypeError, match="module must be an nn.Module"):
+        gl.trace(module=torch.ones(1))
