@@ -1,4 +1,41 @@
-"""graphlens: see, check and explain PyTorch's real autograd graph."""
+"""graphlens: see, check and explain PyTorch's real autograd graph.
+
+graphlens never reimplements autograd: it reads the graph PyTorch built.
+
+Snapshot the backward graph behind a loss (names come from your variables):
+
+>>> import torch, graphlens as gl
+>>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+>>> x = torch.tensor([3.0, 4.0])
+>>> h = w * x
+>>> loss = h.sum()
+>>> g = gl.snapshot(loss)
+>>> g
+<Graph from snapshot: 3 tensors (1 leaves), 3 ops, 6 edges; roots: loss>
+>>> [op.name for op in g.ops]
+['SumBackward0', 'MulBackward0', 'AccumulateGrad']
+>>> g.find("h").is_leaf, g.find("w").is_leaf
+(False, True)
+
+Trace a program to see everything, including what autograd throws away:
+
+>>> with gl.trace() as tr:
+...     h = w * x
+...     y = h.detach()
+...     loss = (h * h).sum()
+...     loss.backward()
+>>> g = tr.graph()
+>>> g.find("h").grad is None, g.find("h").flowed   # released by PyTorch, seen by graphlens
+(True, ('[6, 16]',))
+>>> g.find("w").grad
+'[18, 64]'
+>>> g.find("y").detached_from == g.find("h").id
+True
+
+Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them with
+``g.to_dot()`` / ``g.render("chart.svg")``; they show inline in notebooks.
+"""
+
 from .graph import Edge, Graph, OpNode, TensorNode
 from .snapshot import snapshot
 from .trace import Trace, trace

@@ -15,9 +15,15 @@ __all__ = ["summarize", "dtype_name", "tensor_node", "saved_attributes", "check_
 MAX_ELEMENTS = 6
 
 
+_DTYPE_NAMES: dict = {}
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.float32`` -> ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def _num(v: Any) -> str:
@@ -46,15 +52,19 @@ def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS) -> str |
     if t is None:
         return None
     try:
-        with torch.no_grad():
-            d = t.detach()
-            if d.layout != torch.strided or d.device.type == "meta" or d.is_quantized:
-                return f"<{dtype_name(d.dtype)}{list(d.shape)}>"
-            n = d.numel()
-            if d.dim() == 0:
-                return _num(d.item())
-            flat = d.reshape(-1)
-            head = flat[: max(0, max_elements)].tolist() if max_elements > 0 else []
+        if t.layout != torch.strided or t.is_meta or t.is_quantized:
+            return f"<{dtype_name(t.dtype)}{list(t.shape)}>"
+        n = t.numel()
+        dim = t.dim()
+        if dim == 0:
+            return _num(t.item())
+        if max_elements <= 0:
+            head = []
+        elif dim == 1:
+            head = (t if n <= max_elements else t[:max_elements]).tolist()
+        else:
+            flat = t.reshape(-1)
+            head = (flat if n <= max_elements else flat[:max_elements]).tolist()
     except Exception:  # noqa: BLE001 - a summary must never break the caller
         return f"<{type(t).__name__}>"
     body = ", ".join(_num(v) for v in head)

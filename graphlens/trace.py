@@ -191,8 +191,9 @@ class Trace:
             return self._frozen
         if not self._active:
             raise RuntimeError("nothing was traced yet: call graph() inside or after a 'with graphlens.trace() as tr:' block")
-        self._scan_names()
-        return self._build()
+        with torch._C.DisableTorchFunction():  # reading values must not record itself
+            self._scan_names()
+            return self._build()
 
     @property
     def backward_passes(self) -> int:
