@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import sys
 import weakref
 from types import FrameType
 from typing import Any, Callable, Mapping
@@ -21,9 +20,11 @@ __all__ = ["trace", "Trace"]
 
 _TOKENS = itertools.count()
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 _DETACHES = {_Tensor.detach, _Tensor.detach_}
 _BACKWARDS = {_Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
+_PASS_THROUGH = {"__get__", "__set__", "__repr__", "__format__", "__str__"}
 
 
 def _func_name(func: Callable) -> str:
@@ -46,15 +47,22 @@ def _tensors_in(obj: Any, out: list) -> None:
                 out.extend(i for i in item if isinstance(i, _Tensor))
 
 
+def _sequence_now() -> int:
+    """The autograd sequence number the next backward node made on this thread will get."""
+    with torch.enable_grad():
+        probe = torch.zeros((), requires_grad=True).mul(1)
+    return probe.grad_fn._sequence_nr() + 1
+
+
 class _T:
-    """A tensor record while tracing (mutable; frozen into a TensorNode by ``graph()``)."""
+    """A tensor record while tracing; frozen into a TensorNode by ``graph()``."""
 
     __slots__ = ("ref", "name", "facts", "op", "output_nr", "flowed", "detached_from", "region", "latest", "scope")
 
-    def __init__(self, ref, facts, op, output_nr, detached_from, region, scope=None) -> None:
+    def __init__(self, ref, facts, op, output_nr, detached_from, region, scope) -> None:
         self.ref = ref
         self.name: str | None = None
-        self.facts: TensorNode = facts
+        self.facts = facts  # (shape, dtype, device, is_leaf, requires_grad, version, is_view, is_parameter)
         self.op = op
         self.output_nr = output_nr
         self.flowed: list[str] = []
@@ -67,7 +75,7 @@ class _T:
 class _O:
     """An op record while tracing."""
 
-    __slots__ = ("name", "forward", "region", "variable", "saved", "next", "outputs", "scope")
+    __slots__ = ("name", "forward", "region", "variable", "saved", "next", "outputs", "scope", "expanded")
 
     def __init__(self, name, forward, region, variable=None, scope=None) -> None:
         self.name = name
@@ -78,6 +86,7 @@ class _O:
         self.saved: tuple = ()
         self.next: list[tuple[int, int, int]] = []  # (input_nr, op index, output_nr)
         self.outputs: dict[int, int] = {}  # output_nr -> tensor record index (latest)
+        self.expanded = False
 
 
 class _Mode(TorchFunctionMode):
@@ -87,19 +96,24 @@ class _Mode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        owner = self.owner
         if func in _BACKWARDS:
-            return owner._run_backward(func, args, kwargs)
-        name = getattr(func, "__name__", "")
-        if name in ("__get__", "__set__", "__repr__", "__format__", "__str__") and func is not _DATA_GET:
+            return self.owner._run_backward(func, args, kwargs)
+        if getattr(func, "__name__", "") in _PASS_THROUGH and func is not _DATA_GET:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
-        owner._record(func, args, kwargs, out)
+        self.owner._record(func, args, kwargs, out)
         return out
 
 
 class Trace:
-    """What :func:`trace` records; use it as a context manager, then call :meth:`graph`."""
+    """What :func:`trace` records; use it as a context manager, then call :meth:`graph`.
+
+    Recording is cheap per op: the forward pass keeps only weak references, flags and a
+    tag in each new backward node's ``metadata``.  The backward structure (``next``
+    edges, saved attributes) is read from the live nodes when backward runs inside the
+    block and when the graph is taken, so a node that died unseen by either keeps only
+    its forward edges.
+    """
 
     def __init__(
         self,
@@ -126,7 +140,7 @@ class Trace:
         self._key = f"graphlens.trace#{next(_TOKENS)}"
         self._tensors: list[_T] = []
         self._ops: list[_O] = []
-        self._by_id: dict[int, int] = {}  # id(tensor) -> latest record index, while alive
+        self._by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
         self._roots: list[int] = []
         self._inputs: list[tuple[int, list[int]]] = []  # (op index, input tensor indices)
         self._acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
@@ -135,7 +149,9 @@ class Trace:
         self._scopes: list[str] = []
         self._module_handles: list = []
         self._passes = 0
+        self._first_seq = 0
         self._frame: FrameType | None = None
+        self._last_lasti = -1
         self._mode: _Mode | None = None
         self._active = False
         self._frozen: Graph | None = None
@@ -145,6 +161,7 @@ class Trace:
         if self._active or self._frozen is not None:
             raise RuntimeError("a trace can be entered only once: use a new graphlens.trace() for each recording")
         self._frame = user_frame(1)
+        self._first_seq = _sequence_now()
         self._hook_modules()
         try:
             self._mode = _Mode(self)
@@ -164,6 +181,7 @@ class Trace:
             self._active = False
             self._mode = None
             try:
+                self._last_lasti = -1
                 self._scan_names()
                 self._frozen = self._build()
             finally:
@@ -192,6 +210,7 @@ class Trace:
         if not self._active:
             raise RuntimeError("nothing was traced yet: call graph() inside or after a 'with graphlens.trace() as tr:' block")
         with torch._C.DisableTorchFunction():  # reading values must not record itself
+            self._last_lasti = -1
             self._scan_names()
             return self._build()
 
@@ -230,7 +249,7 @@ class Trace:
         self._module_handles.clear()
         self._scopes.clear()
 
-    # -- recording ---------------------------------------------------------------------
+    # -- recording the forward pass ------------------------------------------------------
     def _region_now(self) -> str | None:
         if torch.is_grad_enabled():
             self._region = None
@@ -246,30 +265,19 @@ class Trace:
             return i
         return None
 
-    def _new_tensor(
-        self, t: _Tensor, op: int | None, output_nr: int, detached_from: int | None, region, *, external: bool = False
-    ) -> int:
+    def _new_tensor(self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False) -> int:
         i = len(self._tensors)
-        key = id(t)
-        by_id = self._by_id
-
-        def forget(_ref, key=key, i=i, by_id=by_id):
-            if by_id.get(key) == i:
-                del by_id[key]
-
         old = self._index_of(t)
+        facts = (
+            tuple(t.shape), t.dtype, t.device, t.is_leaf, t.requires_grad, t._version, t._is_view(),
+            isinstance(t, _Parameter),
+        )
+        rec = _T(weakref.ref(t), facts, op, output_nr, detached_from, region, None if external else self._scope())
         if old is not None:
             self._tensors[old].latest = False
-        facts = TensorNode(
-            f"t{i}", None, tuple(t.shape), dtype_name(t.dtype), str(t.device), t.is_leaf, t.requires_grad,
-            bool(t.retains_grad), None, int(t._version), bool(t._is_view()), None, output_nr,
-            is_parameter=isinstance(t, torch.nn.Parameter),
-        )
-        rec = _T(weakref.ref(t, forget), facts, op, output_nr, detached_from, region, None if external else self._scope())
-        if old is not None:
             rec.name = self._tensors[old].name
         self._tensors.append(rec)
-        by_id[key] = i
+        self._by_id[id(t)] = i
         return i
 
     def _input(self, t: _Tensor) -> int:
@@ -277,39 +285,31 @@ class Trace:
         i = self._index_of(t)
         if i is None:
             fn = t.grad_fn
-            op = None if fn is None else self._op_of(fn, None, expand=False)
+            op = None if fn is None else self._op_of(fn, None)
             i = self._new_tensor(t, op, t.output_nr if fn is not None else 0, None, None, external=True)
             if op is not None:
                 self._ops[op].outputs.setdefault(t.output_nr, i)
         return i
 
-    def _op_of(self, fn: Any, forward: str | None, *, expand: bool = True) -> int:
-        """The op record of a backward node.  The record's index is kept in the node's own
-        ``metadata`` dict, so the trace holds no reference to the node.  A node made
-        before the block (met as an input's producer) is recorded without its inputs."""
-        if type(fn).__name__ == "AccumulateGrad":
-            vi = self._input(fn.variable)
-            j = self._acc.get(vi)
-            if j is None:  # torch rebuilds AccumulateGrad nodes lazily: key them by their leaf
-                j = self._acc[vi] = len(self._ops)
-                self._ops.append(_O("AccumulateGrad", None, None, variable=vi))
-            return j
+    def _op_of(self, fn: Any, forward: str | None) -> int:
+        """The op record of a backward node.  Its index is kept in the node's own
+        ``metadata`` dict, so the trace holds no reference to the node."""
         meta = fn.metadata
         j = meta.get(self._key)
         if j is not None:
             return j
-        j = len(self._ops)
-        # A node not tagged yet was made by this very call (e.g. the TBackward0 inside
-        # linear) or before the block: either way it belongs to the running scope.
-        o = _O(type(fn).__name__, forward, self._region_now() if forward else None, scope=self._scope())
-        self._ops.append(o)
+        if type(fn).__name__ == "AccumulateGrad":
+            # torch rebuilds a leaf's AccumulateGrad node when the old one died: key it by the leaf.
+            vi = self._input(fn.variable)
+            j = self._acc.get(vi)
+            if j is None:
+                j = self._acc[vi] = len(self._ops)
+                self._ops.append(_O("AccumulateGrad", None, None, variable=vi))
+        else:
+            j = len(self._ops)
+            region = self._region_now() if forward else None
+            self._ops.append(_O(type(fn).__name__, forward, region, scope=self._scope()))
         meta[self._key] = j
-        if self._saved:
-            o.saved = saved_attributes(fn)
-        if expand:
-            for input_nr, (child, output_nr) in enumerate(fn.next_functions):
-                if child is not None:
-                    o.next.append((input_nr, self._op_of(child, None, expand=False), output_nr))
         return j
 
     def _record(self, func, args, kwargs, out) -> None:
@@ -329,32 +329,30 @@ class Trace:
             for t in outs:
                 self._new_tensor(t, None, 0, src, region)
             return
-        # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
-        # same dtype, ...) makes no new tensor.
         in_ids = [self._input(t) for t in ins]
+        # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
+        # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
         for t in outs:
             i = self._index_of(t)
             if i is not None and i in in_ids:
-                f = self._tensors[i].facts
-                if f.version == t._version and (self._tensors[i].op is None) == (t.grad_fn is None):
+                rec = self._tensors[i]
+                if rec.facts[5] == t._version and (rec.op is None) == (t.grad_fn is None):
                     continue
             fresh.append(t)
         if not fresh:
             return
         fn = fresh[0].grad_fn
-        forward = _func_name(func)
         if fn is None and not in_ids:  # a factory (torch.tensor, randn, ...): a plain leaf
             for t in fresh:
                 self._new_tensor(t, None, 0, None, region)
             return
+        forward = _func_name(func)
         if fn is not None:
             op = self._op_of(fn, forward)
             o = self._ops[op]
             if o.forward is None:
-                o.forward = forward
-                o.region = region
-                o.scope = self._scope()
+                o.forward, o.region, o.scope = forward, region, self._scope()
         else:
             op = len(self._ops)
             o = _O(None, forward, region, scope=self._scope())
@@ -362,66 +360,106 @@ class Trace:
         self._inputs.append((op, in_ids))
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and t.grad_fn is fn else k
-            i = self._new_tensor(t, op, nr, None, region)
-            o.outputs[nr] = i
+            o.outputs[nr] = self._new_tensor(t, op, nr, None, region)
 
     def _scan_names(self) -> None:
         """Name recorded tensors after the variables of the block's frame that hold them
-        now; a name rebound later keeps naming the tensor it held first."""
+        now; a name rebound later keeps naming the tensor it held first.  The frame is
+        read again only once it has moved on (a loop calling the same line is read once)."""
         frame = self._frame
         if frame is None:
             return
+        lasti = frame.f_lasti
+        if lasti == self._last_lasti:
+            return
+        self._last_lasti = lasti
         for name, t in frame_candidates(frame, with_globals=False):
             i = self._index_of(t)
             if i is not None and self._tensors[i].name is None:
                 self._tensors[i].name = name
 
+    # -- reading the backward structure ------------------------------------------------
+    def _complete(self, fns: list) -> list[tuple[Any, int]]:
+        """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
+        once and read its saved attributes now.  Nodes made before the block are recorded
+        but not walked into.  Returns ``(node, op index)`` for every node visited."""
+        visited: list[tuple[Any, int]] = []
+        seen: set = set()
+        stack = [fn for fn in fns if fn is not None]
+        first = self._first_seq
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while stack:
+                fn = stack.pop()
+                if fn in seen:
+                    continue
+                seen.add(fn)
+                j = self._op_of(fn, None)
+                o = self._ops[j]
+                visited.append((fn, j))
+                is_acc = o.variable is not None
+                if self._saved and not is_acc:
+                    o.saved = saved_attributes(fn)
+                if is_acc or (not o.expanded and fn._sequence_nr() < first):
+                    o.expanded = True  # made before the block: a boundary
+                    continue
+                nexts = fn.next_functions
+                if not o.expanded:
+                    o.expanded = True
+                    for input_nr, (child, output_nr) in enumerate(nexts):
+                        if child is not None:
+                            k = self._op_of(child, None)
+                            if self._ops[k].scope is None and self._ops[k].forward is None:
+                                self._ops[k].scope = o.scope  # e.g. the TBackward0 inside linear
+                            o.next.append((input_nr, k, output_nr))
+                for child, _ in nexts:
+                    if child is not None and child not in seen:
+                        stack.append(child)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        guard_teardown(len(seen))
+        return visited
+
     def _run_backward(self, func, args, kwargs):
-        handles = []
-        if self._grads:
-            roots: list = []
-            if func is _Tensor.backward:
-                roots = [args[0]] if args else [kwargs.get("self")]
-            else:
-                _tensors_in(args[0] if args else kwargs.get("tensors", kwargs.get("outputs")), roots)
+        roots: list = []
+        if func is _Tensor.backward:
+            roots = [args[0]] if args else [kwargs.get("self")]
+        else:
+            _tensors_in(args[0] if args else kwargs.get("tensors", kwargs.get("outputs")), roots)
+        handles: list = []
+        # Recording makes many small objects while backward runs; collecting them one
+        # generation at a time would cost more than the backward pass itself.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
             for t in roots:
                 if isinstance(t, _Tensor):
                     i = self._input(t)
                     if i not in self._roots:
                         self._roots.append(i)
-            handles = self._hook_nodes(roots)
-        try:
+            visited = self._complete([t.grad_fn for t in roots if isinstance(t, _Tensor)])
+            if self._grads:
+                handles = self._hook(visited)
             return func(*args, **kwargs)
         finally:
             for h in handles:
                 h.remove()
             self._passes += 1
+            if gc_was_enabled:
+                gc.enable()
 
-    def _hook_nodes(self, roots: list) -> list:
-        """A pre-hook on every node reached from ``roots`` that records the gradient
-        flowing into each recorded tensor.  The hooks return None: grads are untouched."""
+    def _hook(self, visited: list[tuple[Any, int]]) -> list:
+        """A pre-hook on each visited node that produced a recorded tensor, recording the
+        gradient flowing into that tensor.  The hooks return None: grads are untouched."""
         pass_nr = self._passes
         handles = []
-        seen: set = set()
-        stack = [t.grad_fn for t in roots if isinstance(t, _Tensor) and t.grad_fn is not None]
-        key = self._key
-        while stack:
-            fn = stack.pop()
-            if fn in seen:
-                continue
-            seen.add(fn)
-            if type(fn).__name__ == "AccumulateGrad":
-                i = self._index_of(fn.variable)
-                targets = {0: i} if i is not None else {}
-            else:
-                j = fn.metadata.get(key)
-                targets = dict(self._ops[j].outputs) if j is not None else {}
+        for fn, j in visited:
+            o = self._ops[j]
+            targets = {0: o.variable} if o.variable is not None else dict(o.outputs)
             if targets:
                 handles.append(fn.register_prehook(self._make_hook(targets, pass_nr)))
-            for child, _ in fn.next_functions:
-                if child is not None and child not in seen:
-                    stack.append(child)
-        guard_teardown(len(seen))
         return handles
 
     def _make_hook(self, targets: dict[int, int], pass_nr: int):
@@ -441,38 +479,51 @@ class Trace:
 
     # -- freezing ----------------------------------------------------------------------
     def _build(self) -> Graph:
+        alive = []
+        for rec in self._tensors:
+            t = rec.ref() if rec.latest else None
+            if t is not None and t.grad_fn is not None:
+                alive.append(t.grad_fn)
+        self._complete(alive)
+        del alive
         book = NameBook()
         try:
             book.add_explicit(self._names)
             book.add_module(self._module)
-            tensors: list[TensorNode] = []
-            refs: dict[str, weakref.ref] = {}
-            param_scopes: dict[int, str] = {}
+            param_scopes: dict[int, str | None] = {}
             if self._module is not None:
                 for qualname, sub in self._module.named_modules():
                     for p in sub.parameters(recurse=False):
                         param_scopes.setdefault(id(p), qualname or None)
+            tensors: list[TensorNode] = []
+            refs: dict[str, weakref.ref] = {}
             for i, rec in enumerate(self._tensors):
+                tid = f"t{i}"
                 t = rec.ref() if rec.latest else None
                 name = rec.name
+                scope = rec.scope
                 if t is not None:
                     name = book.name_of(t) or name
-                    node = tensor_node(t, f"t{i}", name, op=None, output_nr=rec.output_nr, max_elements=self._max)
-                    refs[f"t{i}"] = rec.ref
+                    node = tensor_node(t, tid, name, output_nr=rec.output_nr, max_elements=self._max)
+                    refs[tid] = rec.ref
+                    if scope is None:
+                        scope = param_scopes.get(id(t))
                 else:
-                    node = rec.facts._replace(name=name)
+                    shape, dtype, device, is_leaf, requires_grad, version, is_view, is_param = rec.facts
+                    node = TensorNode(
+                        tid, name, shape, dtype_name(dtype), str(device), is_leaf, requires_grad,
+                        version=version, is_view=is_view, output_nr=rec.output_nr, is_parameter=is_param,
+                    )
                 flowed = rec.flowed + ["-"] * (self._passes - len(rec.flowed)) if rec.flowed else []
-                scope = rec.scope
-                if scope is None and t is not None and id(t) in param_scopes:
-                    scope = param_scopes[id(t)]
-                node = node._replace(
-                    op=None if rec.op is None else f"op{rec.op}",
-                    flowed=tuple(flowed),
-                    detached_from=None if rec.detached_from is None else f"t{rec.detached_from}",
-                    region=rec.region,
-                    scope=scope,
+                tensors.append(
+                    node._replace(
+                        op=None if rec.op is None else f"op{rec.op}",
+                        flowed=tuple(flowed),
+                        detached_from=None if rec.detached_from is None else f"t{rec.detached_from}",
+                        region=rec.region,
+                        scope=scope,
+                    )
                 )
-                tensors.append(node)
         finally:
             book.close()
         ops = [
