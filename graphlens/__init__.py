@@ -36,9 +36,10 @@ Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them wi
 ``g.to_dot()`` / ``g.render("chart.svg")``; they show inline in notebooks.
 """
 
+from . import claims
 from .graph import Edge, Graph, OpNode, TensorNode
 from .snapshot import snapshot
 from .trace import Trace, trace
 
-__all__ = ["snapshot", "trace", "Trace", "Graph", "TensorNode", "OpNode", "Edge"]
+__all__ = ["snapshot", "trace", "Trace", "Graph", "TensorNode", "OpNode", "Edge", "claims"]
 __version__ = "0.1.0"

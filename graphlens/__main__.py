@@ -1,0 +1,10 @@
+"""``python -m graphlens``: the graphlens command line."""
+
+import sys
+
+from .cli import main
+
+__all__: list[str] = []
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The ``graphlens`` command line: one function per subcommand registers its parser."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from typing import Callable, Sequence, TextIO
+
+__all__ = ["main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color"]
+
+#: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
+EXIT_DRIFT = 1
+
+_COLORS = {
+    "holds": "32",  # green
+    "nuanced": "33",  # yellow
+    "refuted": "31",  # red
+    "erratum": "36",  # cyan
+    "error": "1;31",  # bold red
+    "drift": "1;35",  # bold magenta
+    "dim": "2",
+}
+
+
+def use_color(choice: str, stream: TextIO) -> bool:
+    """Whether to colour output: ``always``/``never``, or for ``auto`` when ``stream`` is
+    a terminal, ``NO_COLOR`` is unset and ``TERM`` is not ``dumb``."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _paint(text: str, key: str, color: bool) -> str:
+    return f"\033[{_COLORS[key]}m{text}\033[0m" if color and key in _COLORS else text
+
+
+# -- check ------------------------------------------------------------------------------
+def add_check_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``graphlens check``."""
+    p = subparsers.add_parser(
+        "check",
+        help="check every claim of the article against the installed torch",
+        description=(
+            "Run each claim of the article as a small torch program and print its verdict. "
+            "Exits 0 when every verdict is the one expected for this torch version, "
+            f"{EXIT_DRIFT} when any drifts (the drifting claims are named)."
+        ),
+    )
+    p.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    p.add_argument(
+        "--only", action="append", metavar="PREFIX", default=None,
+        help="check only claims whose id starts with PREFIX (e.g. 'detach' or 'no_grad.saves'); repeatable",
+    )
+    p.add_argument(
+        "--expected", metavar="FILE", default=None,
+        help="compare with the statuses in this JSON file ({claim id: status}) instead of the recorded table",
+    )
+    p.add_argument("--evidence", action="store_true", help="with --json, include each verdict's evidence graphs")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour the table (default: auto)")
+    p.set_defaults(run=run_check)
+
+
+def _select(prefixes: Sequence[str] | None):
+    from . import claims
+
+    everything = claims.all()
+    if not prefixes:
+        return everything, None
+    chosen = [c for c in everything if any(c.id.startswith(p) for p in prefixes)]
+    if not chosen:
+        groups = sorted({c.id.split(".")[0] for c in everything})
+        return None, (
+            f"--only {' '.join(prefixes)} matches no claim (ids start with one of {groups}; "
+            f"`graphlens check --json` lists every id)"
+        )
+    return tuple(chosen), None
+
+
+def _load_expected(path: str | None) -> tuple[dict | None, str, str | None]:
+    """``(table, where it came from, error)``."""
+    from .claims import STATUSES, expected_range, expected_statuses
+
+    if path is None:
+        return expected_statuses(), f"the table recorded for {expected_range()}", None
+    try:
+        with open(path, encoding="utf-8") as f:
+            table = json.load(f)
+    except (OSError, ValueError) as exc:
+        return None, path, f"--expected {path}: cannot read it as JSON ({exc})"
+    bad = {k: v for k, v in table.items() if v not in STATUSES} if isinstance(table, dict) else None
+    if bad is None or bad:
+        return None, path, f"--expected {path} must be a JSON object {{claim id: status}} with statuses among {list(STATUSES)}; bad entries: {bad}"
+    return table, path, None
+
+
+def run_check(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``graphlens check``; returns the exit status."""
+    import torch
+
+    from . import claims
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    selected, problem = _select(args.only)
+    if problem:
+        print(f"graphlens check: {problem}", file=err)
+        return 2
+    expected, source, problem = _load_expected(args.expected)
+    if problem:
+        print(f"graphlens check: {problem}", file=err)
+        return 2
+    verdicts = claims.run(selected)
+    drifts = claims.drift(verdicts, expected) if expected is not None else [
+        claims.Drift(v.id, None, v.status, v.summary) for v in verdicts if v.status == claims.ERROR
+    ]
+    by_id = {c.id: c for c in selected}
+    counts = {s: sum(v.status == s for v in verdicts) for s in claims.STATUSES}
+    if args.json:
+        doc = {
+            "torch": torch.__version__,
+            "expected_from": source if expected is not None else None,
+            "counts": counts,
+            "ok": not drifts,
+            "drift": [d._asdict() for d in drifts],
+            "claims": [
+                {
+                    "id": v.id,
+                    "section": by_id[v.id].section,
+                    "chart": by_id[v.id].chart,
+                    "statement": by_id[v.id].statement,
+                    "expected_status": None if expected is None else expected.get(v.id),
+                    **v.to_dict(evidence=args.evidence),
+                }
+                for v in verdicts
+            ],
+        }
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+    else:
+        _print_table(verdicts, by_id, expected, drifts, counts, source, out, use_color(args.color, out))
+    return EXIT_DRIFT if drifts else 0
+
+
+def _print_table(verdicts, by_id, expected, drifts, counts, source, out: TextIO, color: bool) -> None:
+    import torch
+
+    drifted = {d.id for d in drifts}
+    wid = max(len("claim"), *(len(v.id) for v in verdicts))
+    sec = max(len("section"), *(len(by_id[v.id].section) for v in verdicts))
+    stw = max(len(s) for s in ("status", "nuanced", "erratum", "refuted"))
+    width = shutil.get_terminal_size((0, 0)).columns if getattr(out, "isatty", lambda: False)() else 0
+    room = width - (wid + sec + stw + 6) if width else 0
+    print(f"{'claim':<{wid}}  {'section':<{sec}}  {'status':<{stw}}  observed", file=out)
+    for v in verdicts:
+        line = v.summary
+        if v.id in drifted:
+            want = expected.get(v.id) if expected is not None else None
+            line = _paint(f"[DRIFT: expected {want}]", "drift", color) + " " + line
+        if room > 20 and len(line) > room:
+            line = line[: room - 1] + "…"
+        status = _paint(f"{v.status:<{stw}}", v.status, color)
+        print(f"{v.id:<{wid}}  {by_id[v.id].section:<{sec}}  {status}  {line}", file=out)
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    n = len(verdicts)
+    print(f"\n{n} claim{'' if n == 1 else 's'} on torch {torch.__version__}: {tally}", file=out)
+    if expected is None:
+        print(_paint("no expected verdicts are recorded for this torch version: nothing to compare with", "dim", color), file=out)
+    elif drifts:
+        names = ", ".join(f"{d.id} ({d.got}, expected {d.expected})" for d in drifts)
+        print(_paint(f"DRIFT in {len(drifts)} claim(s): {names}", "drift", color), file=out)
+    else:
+        print(f"every verdict is the one expected ({source})", file=out)
+
+
+# -- the parser -------------------------------------------------------------------------
+#: Functions that each add one subcommand; a subcommand sets ``run`` (args -> exit status)
+#: with ``set_defaults``.  Add ``tour`` or ``demo`` by appending to this list.
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``graphlens`` argument parser with every command of :data:`COMMANDS`."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="graphlens",
+        description="See, check and explain PyTorch's real autograd graph.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphlens {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return int(run(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The graphlens command line: `graphlens check` table, JSON, filtering, colour and drift."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import graphlens.claims as claims
+from graphlens.cli import build_parser, main, use_color
+
+needs_table = pytest.mark.skipif(
+    claims.expected_statuses() is None, reason=f"no expected verdicts recorded for torch {torch.__version__}"
+)
+
+
+@needs_table
+def test_check_prints_every_claim_and_exits_zero(capsys):
+    """`graphlens check` prints one row per claim with its status and exits 0 when all match."""
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    for c in claims.all():
+        assert c.id in out
+    assert "detach.is_copy" in out and "refuted" in out
+    assert "every verdict is the one expected" in out
+    assert "\033[" not in out, "captured output is not a terminal: no colour"
+
+
+@needs_table
+def test_check_json_parses_and_matches_the_table(capsys):
+    """`--json` prints one parseable document with every verdict and its expected status."""
+    assert main(["check", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is True and doc["drift"] == [] and doc["torch"] == torch.__version__
+    assert [c["id"] for c in doc["claims"]] == list(claims.ids())
+    assert sum(doc["counts"].values()) == len(doc["claims"])
+    for c in doc["claims"]:
+        assert c["status"] == c["expected_status"]
+        assert {"section", "chart", "statement", "observed", "expected", "details", "summary"} <= set(c)
+    memory = next(c for c in doc["claims"] if c["id"] == "no_grad.saves_memory")
+    assert memory["details"]["with"]["saved_bytes"] == 0 < memory["details"]["without"]["saved_bytes"]
+
+
+def test_check_json_evidence_includes_graphs(capsys):
+    """`--json --evidence` embeds each verdict's graphs as Graph dicts."""
+    main(["check", "--json", "--evidence", "--only", "detach.is_copy"])
+    doc = json.loads(capsys.readouterr().out)
+    (graph,) = doc["claims"][0]["evidence"]
+    assert graph["schema"] == 1 and any(e["kind"] == "detach" for e in graph["edges"])
+
+
+def test_only_filters_by_prefix(capsys):
+    """`--only PREFIX` (repeatable) keeps just the claims whose id starts with a prefix."""
+    main(["check", "--json", "--only", "detach", "--only", "erratum.no"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in doc["claims"]] == ["detach.leaf_cut", "detach.is_copy", "detach.two_losses", "erratum.nograd"]
+
+
+def test_only_without_match_is_a_usage_error(capsys):
+    """`--only` matching nothing exits 2 with a message listing the id groups."""
+    assert main(["check", "--only", "nothing"]) == 2
+    err = capsys.readouterr().err
+    assert "--only nothing matches no claim" in err and "detach" in err
+
+
+def test_drift_exits_nonzero_and_names_the_claim(tmp_path, capsys):
+    """A verdict differing from the expected table exits 1 and names the drifting claim."""
+    table = dict(claims.expected_statuses("2.13.0"))
+    table["detach.is_copy"] = "holds"
+    path = tmp_path / "expected.json"
+    path.write_text(json.dumps(table))
+    assert main(["check", "--only", "detach", "--expected", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "DRIFT" in out and "detach.is_copy (refuted, expected holds)" in out
+    assert main(["check", "--only", "detach", "--json", "--expected", str(path)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and [d["id"] for d in doc["drift"]] == ["detach.is_copy"]
+
+
+def test_bad_expected_file_is_a_usage_error(tmp_path, capsys):
+    """An expected table with an unknown status exits 2 naming the bad entry."""
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"detach.is_copy": "probably"}))
+    assert main(["check", "--only", "detach.is_copy", "--expected", str(path)]) == 2
+    assert "'detach.is_copy': 'probably'" in capsys.readouterr().err
+
+
+def test_colour_follows_flag_tty_and_no_color(monkeypatch, capsys):
+    """Colour is used with --color always, for a terminal unless NO_COLOR is set, never for pipes."""
+    main(["check", "--only", "leaf.user", "--color", "always"])
+    assert "\033[32mholds" in capsys.readouterr().out
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("TERM", raising=False)
+    assert use_color("auto", Tty()) is True
+    assert use_color("auto", io.StringIO()) is False
+    assert use_color("never", Tty()) is False
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert use_color("auto", Tty()) is False
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    """`graphlens` without a command shows the help (listing `check`) and exits 2."""
+    assert main([]) == 2
+    assert "check" in capsys.readouterr().err
+
+
+def test_parser_has_room_for_more_subcommands():
+    """Each subcommand registers itself; the parser knows `check`."""
+    parser = build_parser()
+    args = parser.parse_args(["check", "--only", "leaf"])
+    assert args.command == "check" and callable(args.run) and args.only == ["leaf"]
+
+
+@needs_table
+def test_python_dash_m_graphlens_check_runs_as_a_real_process():
+    """`python -m graphlens check` runs in a fresh interpreter, prints the table without colour and exits 0."""
+    env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "graphlens", "check"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every verdict is the one expected" in proc.stdout
+    assert "erratum.nograd" in proc.stdout and "\033[" not in proc.stdout
