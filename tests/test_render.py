@@ -1,0 +1,482 @@
+"""Tests of graphlens.render: the data and function views, collapsing, golden DOT, rendering files.
+
+Golden DOT files of the article's six charts live in tests/golden/chartN.dot; regenerate
+them after an intended change of the drawing with
+``GRAPHLENS_UPDATE_GOLDEN=1 pytest tests/test_render.py -k golden``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import graphlens as gl
+from graphlens import charts
+from graphlens.graph import Graph
+from graphlens.render import (
+    BOX_FILL,
+    GRAD_BORDER,
+    HIGHLIGHT,
+    LEAF_FILL,
+    NONLEAF_FILL,
+    RELEASED,
+    LayoutProgramNotFound,
+    find_layout_program,
+    render,
+    repr_mimebundle,
+    to_dot,
+)
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE_GOLDEN = os.environ.get("GRAPHLENS_UPDATE_GOLDEN") == "1"
+
+
+def _pure() -> str | None:
+    beside = Path(sys.executable).parent / "graphviz-pure"
+    return str(beside) if beside.is_file() else shutil.which("graphviz-pure")
+
+
+needs_pure = pytest.mark.skipif(_pure() is None, reason="graphviz-pure is not installed (pip install graphviz-pure)")
+needs_system_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not on PATH")
+
+
+def node_line(source: str, node_id: str) -> str:
+    """The DOT statement that declares ``node_id``."""
+    for line in source.splitlines():
+        if line.strip().startswith(f"{node_id} [label="):
+            return line
+    raise AssertionError(f"node {node_id} is not drawn")
+
+
+def edge_lines(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if " -> " in line]
+
+
+def edge_line(source: str, src: str, dst: str) -> str:
+    for line in edge_lines(source):
+        if line == f"{src} -> {dst}" or line.startswith(f"{src} -> {dst} "):
+            return line
+    raise AssertionError(f"no edge {src} -> {dst}")
+
+
+def drawn_ids(source: str) -> list[str]:
+    return re.findall(r"^\s*(\w+) \[label=", source, flags=re.M)
+
+
+def traced_example():
+    """w (leaf, requires grad) -> h -> out, with m made under no_grad from h."""
+    with gl.trace() as tr:
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        x = torch.tensor([3.0, 4.0])
+        h = w * x
+        with torch.no_grad():
+            m = h * 2
+        out = (h * m).sum()
+        out.backward()
+    return tr.graph()
+
+
+# -- colours and marks on real traced graphs ---------------------------------------------------
+def test_leaf_requiring_grad_is_green_with_thick_orange_border():
+    """A leaf that requires grad is filled green and has a thick orange border."""
+    g = traced_example()
+    line = node_line(to_dot(g).source, g.find("w").id)
+    assert f'fillcolor="{LEAF_FILL}"' in line
+    assert f'color="{GRAD_BORDER}"' in line and "penwidth=3" in line
+
+
+def test_nonleaf_is_white_and_plain_leaf_has_thin_border():
+    """A non-leaf is white; a leaf that does not require grad has a thin, non-orange border."""
+    g = traced_example()
+    source = to_dot(g).source
+    h = node_line(source, g.find("h").id)
+    assert f'fillcolor="{NONLEAF_FILL}"' in h and f'color="{GRAD_BORDER}"' in h
+    x = node_line(source, g.find("x").id)
+    assert f'fillcolor="{LEAF_FILL}"' in x and GRAD_BORDER not in x and "penwidth=1" in x
+
+
+def test_retained_grad_row_shows_value_and_released_grad_is_grey_italic():
+    """Chart 6: y2 (retain_grad) shows its grad value; y1's grad flowed and was released."""
+    g = charts.chart(6)
+    source = to_dot(g).source
+    y2 = g.find("y2")
+    assert y2.grad is not None
+    assert f"<B>grad</B> {y2.grad}" in node_line(source, y2.id)
+    y1 = g.find("y1")
+    assert y1.grad is None and y1.flowed
+    assert f'COLOR="{RELEASED}"><I>grad {y1.flowed[-1]} (released)</I>' in node_line(source, y1.id)
+
+
+def test_detached_tensor_sits_behind_a_dashed_cut_edge():
+    """Chart 4: y2d = y2.detach() is a leaf reached from y2 only by a dashed 'detach' edge."""
+    g = charts.chart(4)
+    source = to_dot(g).source
+    y2, y2d = g.find("y2"), g.find("y2d")
+    line = edge_line(source, y2.id, y2d.id)
+    assert "style=dashed" in line and "label=detach" in line
+    assert f'fillcolor="{LEAF_FILL}"' in node_line(source, y2d.id)
+
+
+def test_no_grad_region_is_a_dashed_grey_cluster():
+    """Tensors and ops made under no_grad sit in a dashed cluster labelled no_grad."""
+    g = traced_example()
+    source = to_dot(g).source
+    m = g.find("m")
+    assert m.region == "no_grad#0"
+    cluster = source.split("subgraph cluster_no_grad_0 {", 1)[1].split("}", 1)[0]
+    assert "no_grad_0 [label=no_grad" in cluster and "dashed" in cluster and "#9e9e9e" in cluster
+    assert f"{m.id} [label=" in cluster and f"{m.op} [label=<mul>" in cluster
+    assert f"{g.find('h').id} [label=" not in cluster
+
+
+def test_ops_show_forward_and_backward_names_and_accumulate_grad_is_hidden():
+    """Data view: 'mul / MulBackward0', a forward-only op by its forward name, no AccumulateGrad."""
+    g = charts.chart(2)
+    source = to_dot(g).source
+    assert "<add / AddBackward0>" in source
+    xx = g.find("xx")
+    assert g.producer(xx).name is None
+    assert node_line(source, xx.op).split(" [label=")[1].startswith("<pow>")
+    assert "AccumulateGrad" not in source
+    p1 = g.find("p1")
+    consumer = next(e.dst for e in g.edges if e.kind == "input" and e.src == p1.id)
+    edge_line(source, p1.id, consumer)  # the leaf feeds its consumer directly
+
+
+def test_snapshot_data_view_is_connected_through_unnamed_intermediates():
+    """A snapshot knows no unnamed intermediate tensors: its ops are linked through next edges."""
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    c = (a.exp() * 2).sin().sum()
+    g = gl.snapshot(c)
+    source = to_dot(g, legend=False).source
+    ids = drawn_ids(source)
+    assert sorted(ids) == sorted([t.id for t in g.tensors] + [o.id for o in g.ops if not o.is_accumulate_grad])
+    # weakly connected: a walk over the undirected edges reaches every drawn node
+    adj: dict[str, set] = {i: set() for i in ids}
+    for line in edge_lines(source):
+        src, dst = line.split(" [")[0].split(" -> ")
+        adj[src].add(dst)
+        adj[dst].add(src)
+    seen, stack = {ids[0]}, [ids[0]]
+    while stack:
+        for n in adj[stack.pop()] - seen:
+            seen.add(n)
+            stack.append(n)
+    assert seen == set(ids)
+
+
+def test_values_grads_and_max_elements_options():
+    """values=/grads= switch the rows off; max_elements shortens the numbers shown."""
+    with gl.trace() as tr:
+        w = torch.arange(10.0, requires_grad=True)
+        (w * 2).sum().backward()
+    g = tr.graph()
+    wid = g.find("w").id
+    full = node_line(to_dot(g, max_elements=None).source, wid)
+    assert "[0, 1, 2, 3, 4, 5, … (10 elements)]" in full and "grad</B> [2, 2, 2, 2, 2, 2, … (10 elements)]" in full
+    short = node_line(to_dot(g, max_elements=2).source, wid)
+    assert "[0, 1, … (10 elements)]" in short and "grad</B> [2, 2, … (10 elements)]" in short
+    bare = node_line(to_dot(g, values=False, grads=False).source, wid)
+    assert "elements" not in bare and "<B>grad</B>" not in bare
+
+
+def test_saved_tensors_on_request():
+    """saved=True lists each op's saved tensors; by default they are not drawn."""
+    g = charts.chart(6)
+    pow_op = g.producer(g.find("y3"))
+    assert pow_op.saved
+    assert "saved self" not in to_dot(g).source
+    assert f"saved {pow_op.saved[0][0]}: {pow_op.saved[0][1]}" in node_line(to_dot(g, saved=True).source, pow_op.id)
+
+
+def test_roots_at_bottom_and_shared_parameters_at_top():
+    """Chart 5: both losses share the bottom rank, p1 and p2 (used by both) the top rank."""
+    g = charts.chart(5)
+    source = to_dot(g).source
+    ids = {name: g.find(name).id for name in ("loss1", "loss2", "p1", "p2", "xa")}
+    max_rank = re.search(r"\{rank=max; ([^}]*)\}", source).group(1).split("; ")
+    min_rank = re.search(r"\{rank=min; ([^}]*)\}", source).group(1).split("; ")
+    assert sorted(max_rank) == sorted([ids["loss1"], ids["loss2"]])
+    assert sorted(min_rank) == sorted([ids["p1"], ids["p2"]])
+
+
+def test_legend_on_by_default_and_can_be_turned_off():
+    """The legend lists only the marks the graph uses and legend=False removes it."""
+    g = charts.chart(4)
+    source = to_dot(g).source
+    legend = node_line(source, "legend")
+    assert "detach(): no gradient path" in legend and "no_grad" not in legend
+    assert "legend [" not in to_dot(g, legend=False).source
+
+
+def test_direction_backward_points_arrows_the_way_gradients_flow():
+    """direction='backward' keeps the layout and reverses every arrow of the flow."""
+    g = charts.chart(1)
+    forward = edge_lines(to_dot(g, legend=False).source)
+    backward = edge_lines(to_dot(g, legend=False, direction="backward").source)
+    assert len(forward) == len(backward)
+    assert all("dir=back" in line for line in backward) and not any("dir=" in line for line in forward)
+
+
+def test_highlight_nodes_and_edges():
+    """highlight= draws the given nodes and (src, dst) edges in the highlight colour."""
+    g = charts.chart(6)
+    p1, y1 = g.find("p1"), g.find("y1")
+    source = to_dot(g, highlight={p1.id, (p1.id, y1.op)}).source
+    assert f'color="{HIGHLIGHT}"' in node_line(source, p1.id)
+    assert f'color="{HIGHLIGHT}"' in edge_line(source, p1.id, y1.op)
+    assert HIGHLIGHT not in node_line(source, y1.id)
+    with pytest.raises(ValueError, match="'t99'"):
+        to_dot(g, highlight={"t99"})
+
+
+def test_highlight_of_an_accumulate_grad_edge_lands_on_its_leaf():
+    """An edge given through a hidden AccumulateGrad node is drawn on the leaf's own edge."""
+    g = charts.chart(6)
+    acc = next(o for o in g.ops if o.is_accumulate_grad and o.variable == g.find("p2").id)
+    consumer = g.producer(g.find("y2"))
+    source = to_dot(g, highlight={(consumer.id, acc.id)}).source
+    assert f'color="{HIGHLIGHT}"' in edge_line(source, acc.variable, consumer.id)
+
+
+# -- the function view ---------------------------------------------------------------------------
+def test_function_view_draws_backward_nodes_with_leaves_above_accumulate_grad():
+    """view='function' draws every backward node, next edges reversed, leaves above AccumulateGrad."""
+    g = charts.chart(4)
+    source = to_dot(g, view="function", legend=False).source
+    backward_ops = [o for o in g.ops if o.name is not None]
+    for o in backward_ops:
+        assert f"<{o.name}>" in node_line(source, o.id)
+    for e in g.edges:
+        if e.kind == "next":
+            edge_line(source, e.dst, e.src)
+    for o in backward_ops:
+        if o.is_accumulate_grad:
+            edge_line(source, o.variable, o.id)
+    for root in g.roots:
+        edge_line(source, root.op, root.id)
+    assert " / " not in source  # no forward names in the function view
+    assert g.find("y1").id not in drawn_ids(source)  # intermediates are not drawn
+
+
+def test_function_view_of_snapshot_matches_next_functions():
+    """The function view of a snapshot has exactly one edge per next_functions entry (plus leaves and root)."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w.exp() * w).sum()
+    g = gl.snapshot(loss)
+    lines = edge_lines(to_dot(g, view="function").source)
+    n_next = sum(1 for e in g.edges if e.kind == "next")
+    n_acc = sum(1 for o in g.ops if o.is_accumulate_grad)
+    assert len(lines) == n_next + n_acc + len(g.roots)
+
+
+# -- collapsing ------------------------------------------------------------------------------------
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.act = torch.nn.Tanh()
+
+    def forward(self, x):
+        return self.act(self.lin(x)) + x
+
+
+def traced_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(), Block(), Block())
+    with gl.trace(module=model) as tr:
+        inp = torch.randn(2, 4)
+        out = model(inp)
+        loss = out.pow(2).sum()
+        loss.backward()
+    return tr.graph()
+
+
+def test_depth_collapses_submodules_into_boxes():
+    """depth=1 draws one box per top-level submodule; the program's own tensors stay visible."""
+    g = traced_model()
+    assert {o.scope for o in g.ops if o.scope} >= {"0", "0.lin", "1", "2.act"}
+    source = to_dot(g, depth=1).source
+    ids = drawn_ids(source)
+    assert {"scope_0", "scope_1", "scope_2"} <= set(ids)
+    for name in ("inp", "out", "loss"):
+        assert g.find(name).id in ids
+    # nothing scoped is left outside a box but the program's own named tensors
+    assert all(g.node(i).scope is None or g.node(i).name for i in ids if i in g)
+    assert "weight" not in source and "bias" not in source  # parameters folded into their box
+    edge_line(source, "scope_0", "scope_1")
+    edge_line(source, "scope_2", g.find("out").id)
+    deeper = drawn_ids(to_dot(g, depth=2).source)
+    assert "scope_0_lin" in deeper and "scope_0" not in deeper
+
+
+def test_auto_collapse_above_max_nodes_and_not_below():
+    """With depth=None, submodules collapse only when the graph has more than max_nodes nodes."""
+    g = traced_model()
+    full = drawn_ids(to_dot(g, legend=False).source)
+    assert not any(i.startswith("scope_") for i in full)
+    small = drawn_ids(to_dot(g, legend=False, max_nodes=len(full) - 1).source)
+    assert any(i.startswith("scope_") for i in small) and len(small) < len(full)
+
+
+def test_long_chain_of_identical_ops_collapses_above_max_nodes():
+    """A 2,000-op chain becomes one 'MulBackward0 ×2,000' node; under the budget it is drawn in full."""
+    a = torch.tensor([1.0], requires_grad=True)
+    x = a
+    for _ in range(2000):
+        x = x * 1.0001
+    g = gl.snapshot(x)
+    source = to_dot(g, legend=False).source
+    assert "MulBackward0 <B>×2,000</B>" in source
+    assert len(drawn_ids(source)) == 3  # a, the chain, x
+    assert f'fillcolor="{BOX_FILL}"' in source
+    b = torch.tensor([1.0], requires_grad=True)
+    y = b * 2 * 3 * 4
+    g2 = gl.snapshot(y)
+    assert "×" not in to_dot(g2, max_nodes=1000).source
+
+
+# -- determinism and golden files ---------------------------------------------------------------------
+def test_same_program_gives_byte_identical_dot():
+    """Two runs of the same program give the same DOT bytes, traced and snapshotted."""
+    assert to_dot(charts.chart(4)).source == to_dot(charts.chart(4)).source
+
+    def program():
+        w = torch.tensor([0.5, -1.0], requires_grad=True)
+        h = torch.tanh(w * 2)
+        return gl.snapshot((h * w).sum())
+
+    assert to_dot(program()).source == to_dot(program()).source
+    assert to_dot(program(), view="function").source == to_dot(program(), view="function").source
+
+
+@pytest.mark.parametrize("number", sorted(charts.CHARTS))
+def test_golden_chart_dot(number):
+    """The article's chart N draws exactly as tests/golden/chartN.dot (GRAPHLENS_UPDATE_GOLDEN=1 rewrites)."""
+    source = to_dot(charts.chart(number)).source
+    path = GOLDEN / f"chart{number}.dot"
+    if UPDATE_GOLDEN:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source, encoding="utf-8")
+    assert path.is_file(), f"missing {path}: run GRAPHLENS_UPDATE_GOLDEN=1 pytest tests/test_render.py -k golden"
+    assert source == path.read_text(encoding="utf-8")
+
+
+def test_graph_from_json_draws_the_same():
+    """A graph saved to JSON and loaded back draws the same DOT."""
+    g = charts.chart(4)
+    assert to_dot(Graph.from_json(g.to_json())).source == to_dot(g).source
+
+
+def test_labels_are_escaped():
+    """Names with HTML characters are escaped, and the DOT still lays out."""
+    t = torch.tensor([1.0], requires_grad=True)
+    g = gl.snapshot((t * 2).sum(), names={"a<b>&\"c": t})
+    line = node_line(to_dot(g).source, g.find("a<b>&\"c").id)
+    label = line.split(" [label=", 1)[1].split(" color=", 1)[0]
+    assert "<B>a&lt;b&gt;&amp;&quot;c</B>" in label and "a<b>" not in label
+
+
+# -- rendering files -------------------------------------------------------------------------------------
+@pytest.mark.needs_dot
+@needs_pure
+@pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".png", b"\x89PNG")])
+def test_render_with_graphviz_pure(tmp_path, suffix, magic):
+    """render() writes svg and png with graphviz-pure, chosen by the suffix."""
+    out = render(charts.chart(1), tmp_path / f"chart1{suffix}", engine_binary=_pure())
+    assert out.read_bytes().startswith(magic)
+
+
+@pytest.mark.needs_dot
+@needs_pure
+def test_pdf_without_dot_is_a_clear_error(tmp_path):
+    """graphviz-pure cannot write pdf: render() says so and how to get Graphviz."""
+    with pytest.raises(ValueError, match="needs Graphviz 'dot'.*apt-get install graphviz"):
+        render(charts.chart(1), tmp_path / "chart1.pdf", engine_binary=_pure())
+    assert not (tmp_path / "chart1.pdf").exists()
+
+
+@pytest.mark.needs_dot
+@needs_system_dot
+@pytest.mark.parametrize("suffix, magic", [(".svg", b"<?xml"), (".png", b"\x89PNG"), (".pdf", b"%PDF")])
+def test_render_with_system_dot(tmp_path, suffix, magic):
+    """With Graphviz dot on PATH, render() writes svg, png and pdf."""
+    out = render(charts.chart(1), tmp_path / f"chart1{suffix}", engine_binary="dot")
+    assert out.read_bytes().startswith(magic)
+
+
+def test_render_dot_source_needs_no_layout_program(tmp_path):
+    """A .dot path gets the DOT text, with no layout program involved."""
+    out = render(charts.chart(2), tmp_path / "chart2.dot", engine_binary="no-such-program")
+    assert out.read_text(encoding="utf-8") == to_dot(charts.chart(2)).source
+
+
+def test_no_layout_program_is_one_clear_error(tmp_path, monkeypatch):
+    """Without dot and graphviz-pure, the error says how to get either one."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(LayoutProgramNotFound, match="pip install graphviz-pure.*apt-get install graphviz"):
+        find_layout_program()
+    with pytest.raises(LayoutProgramNotFound):
+        render(charts.chart(1), tmp_path / "x.svg")
+    bundle = repr_mimebundle(charts.chart(1))
+    assert "image/svg+xml" not in bundle and "pip install graphviz-pure" in bundle["text/plain"]
+
+
+@pytest.mark.needs_dot
+@needs_pure
+def test_find_layout_program_prefers_dot_then_graphviz_pure():
+    """find_layout_program() names dot when on PATH, else graphviz-pure beside the interpreter."""
+    program = find_layout_program()
+    if shutil.which("dot"):
+        assert program.kind == "dot"
+    else:
+        assert program.kind == "graphviz-pure" and Path(program.path).name == "graphviz-pure"
+        assert "pdf" not in program.formats
+
+
+@pytest.mark.needs_dot
+@needs_pure
+def test_repr_mimebundle_gives_scalable_svg():
+    """Jupyter gets an SVG that scales to the page width (no fixed size cap) and text."""
+    g = charts.chart(5)
+    bundle = repr_mimebundle(g)
+    svg = bundle["image/svg+xml"]
+    assert svg.lstrip().startswith("<?xml") and 'style="max-width: 100%; height: auto;"' in svg
+    graph_attrs = next(line for line in to_dot(g).source.splitlines() if line.strip().startswith("graph ["))
+    assert " size=" not in graph_attrs and "[size=" not in graph_attrs
+    assert bundle["text/plain"] == repr(g)
+    assert list(repr_mimebundle(g, include={"text/plain"})) == ["text/plain"]
+    assert list(repr_mimebundle(g, exclude={"text/plain"})) == ["image/svg+xml"]
+
+
+# -- bad input ---------------------------------------------------------------------------------------------
+def test_bad_input_errors():
+    """Unknown view, direction, suffix or format, a non-Graph and bad counts raise clear errors."""
+    g = charts.chart(1)
+    with pytest.raises(ValueError, match=r"unknown view: 'x' \(must be one of \['data', 'function'\]\)"):
+        to_dot(g, view="x")
+    with pytest.raises(ValueError, match="unknown direction"):
+        to_dot(g, direction="up")
+    with pytest.raises(ValueError, match=r"unknown suffix: '\.bmp'"):
+        render(g, "/tmp/render-test.bmp")
+    with pytest.raises(ValueError, match="unknown format"):
+        render(g, "/tmp/render-test.svg", format="tiff")
+    with pytest.raises(TypeError, match="needs a graphlens.Graph, not Tensor"):
+        to_dot(torch.ones(1))
+    with pytest.raises(TypeError, match="needs a graphlens.Graph"):
+        render("chart.svg", "chart.svg")
+    with pytest.raises(ValueError, match="max_nodes must be an int >= 1"):
+        to_dot(g, max_nodes=0)
+    with pytest.raises(ValueError, match="depth must be an int >= 1 or None"):
+        to_dot(g, depth=True)
+    with pytest.raises(TypeError, match="highlight items"):
+        to_dot(g, highlight=[3])
+    with pytest.raises(LayoutProgramNotFound, match="engine_binary 'no-such-program'"):
+        render(g, "/tmp/render-test.svg", engine_binary="no-such-program")
