@@ -37,9 +37,22 @@ Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them wi
 """
 
 from . import claims
+from .explain import Explanation, explain, explain_error
 from .graph import Edge, Graph, OpNode, TensorNode
 from .snapshot import snapshot
 from .trace import Trace, trace
 
-__all__ = ["snapshot", "trace", "Trace", "Graph", "TensorNode", "OpNode", "Edge", "claims"]
+__all__ = [
+    "snapshot",
+    "trace",
+    "Trace",
+    "Graph",
+    "TensorNode",
+    "OpNode",
+    "Edge",
+    "explain",
+    "explain_error",
+    "Explanation",
+    "claims",
+]
 __version__ = "0.1.0"
