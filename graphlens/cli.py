@@ -9,7 +9,10 @@ import shutil
 import sys
 from typing import Callable, Sequence, TextIO
 
-__all__ = ["main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color"]
+__all__ = [
+    "main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color",
+    "add_demo_command", "run_demo_command", "add_tour_command", "run_tour_command",
+]
 
 #: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
 EXIT_DRIFT = 1
@@ -182,10 +185,69 @@ def _print_table(verdicts, by_id, expected, drifts, counts, source, out: TextIO,
         print(f"every verdict is the one expected ({source})", file=out)
 
 
+# -- demo -------------------------------------------------------------------------------
+def add_demo_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``graphlens demo``."""
+    p = subparsers.add_parser(
+        "demo",
+        help="run one demo script (one per article section)",
+        description="Run one of the demo scripts, one per section of the article, or list them.",
+    )
+    p.add_argument("name", nargs="?", help="demo name, number or topic: 04_detach, 4 or detach")
+    p.add_argument("--list", action="store_true", help="list the demos")
+    p.add_argument("--out", default=None, help="folder for the diagrams (default: ./graphlens-out)")
+    p.set_defaults(run=run_demo_command)
+
+
+def run_demo_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``graphlens demo``: list the demos, or run the one named."""
+    from .demos import find_demo, list_demos, run_demo
+
+    out = sys.stdout if out is None else out
+    if args.list or not args.name:
+        for demo in list_demos():
+            print(f"{demo.name:20} {demo.title}", file=out)
+        if not args.list:
+            print("\nrun one with: graphlens demo NAME", file=out)
+        return 0
+    try:
+        find_demo(args.name)
+    except ValueError as exc:
+        print(f"graphlens demo: {exc}", file=sys.stderr)
+        return 2
+    return run_demo(args.name, [] if args.out is None else ["--out", args.out])
+
+
+# -- tour -------------------------------------------------------------------------------
+def add_tour_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``graphlens tour``."""
+    p = subparsers.add_parser(
+        "tour",
+        help="write one HTML page with every claim of the article, its verdict, code and diagram",
+        description=(
+            "Check every claim of the article against the installed torch, draw the article's charts, "
+            "and write one self-contained HTML page (inline SVG, no network, no JavaScript)."
+        ),
+    )
+    p.add_argument("--out", default="graphlens-out", help="folder for index.html (default: ./graphlens-out)")
+    p.set_defaults(run=run_tour_command)
+
+
+def run_tour_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``graphlens tour``: write the page and say where it is."""
+    from .tour import write_tour
+
+    out = sys.stdout if out is None else out
+    path = write_tour(args.out)
+    print(f"tour written: {path.resolve()}", file=out)
+    print(f"open it with: python -m webbrowser file://{path.resolve()}", file=out)
+    return 0
+
+
 # -- the parser -------------------------------------------------------------------------
 #: Functions that each add one subcommand; a subcommand sets ``run`` (args -> exit status)
 #: with ``set_defaults``.  Add ``tour`` or ``demo`` by appending to this list.
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command, add_demo_command, add_tour_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

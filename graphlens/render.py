@@ -521,6 +521,9 @@ def _scope_box(scope: str | None, depth: int) -> str | None:
     return ".".join(parts[:depth])
 
 
+_REGION_SEP = "\x00"
+
+
 def _box_map(nodes: list[_Node], edges: list[_Edge], depth: int) -> dict[str, str]:
     """node id -> submodule box name, for nodes collapsed at ``depth``."""
     box: dict[str, str] = {}
@@ -529,7 +532,8 @@ def _box_map(nodes: list[_Node], edges: list[_Edge], depth: int) -> dict[str, st
             continue  # the program's own variables stay visible between the boxes
         b = _scope_box(n.scope, depth)
         if b is not None:
-            box[n.id] = b
+            # A submodule run inside no_grad is a different box from its training run.
+            box[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
     # A parameter without a scope folds into the one box that consumes it.
     consumers: dict[str, set] = {}
     for e in edges:
@@ -575,8 +579,9 @@ def _collapse_scopes(nodes: list[_Node], edges: list[_Edge], box: Mapping[str, s
         detail = _plural(n_ops, "op") + (", " + _plural(n_tensors, "tensor") if n_tensors else "")
         hl = any(m.hl for m in group)
         rg = any(m.rg for m in group)
+        title, _, region = b.partition(_REGION_SEP)
         label = (
-            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1"><TR><TD><B>{_esc(b)}</B></TD></TR>'
+            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1"><TR><TD><B>{_esc(title)}</B></TD></TR>'
             f'<TR><TD><FONT POINT-SIZE="9" COLOR="#444444">{_esc(detail)}</FONT></TD></TR></TABLE>>'
         )
         attrs = {
@@ -586,7 +591,7 @@ def _collapse_scopes(nodes: list[_Node], edges: list[_Edge], box: Mapping[str, s
             "color": HIGHLIGHT if hl else (GRAD_BORDER if rg else BOX_BORDER),
             "penwidth": "2.5" if hl or rg else "1.5",
         }
-        node = _Node(box_ids[b], "box", label, attrs, hl=hl)
+        node = _Node(box_ids[b], "box", label, attrs, region=region or None, hl=hl)
         node.members = tuple(m.id for m in group)
         node.rank = next((m.rank for m in group if m.rank), None)
         out.append(node)

@@ -1,0 +1,216 @@
+"""The tour: one self-contained HTML page with every claim of the article, checked live."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import platform
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, TextIO
+
+import torch
+
+from . import __version__, claims
+from .charts import CHARTS
+from .graph import Graph
+
+__all__ = ["SECTION_TITLES", "build_page", "write_tour"]
+
+#: The article's sections, in order, with the titles the tour gives them.
+SECTION_TITLES = {
+    "intro": "The graph is built as the forward pass runs",
+    "1": "Leaf nodes",
+    "2": "requires_grad",
+    "3": "detach()",
+    "4": "zero_grad() and gradient accumulation",
+    "5": "retain_grad()",
+    "6": "torch.no_grad()",
+    "7": "The optimizer",
+}
+
+_STATUS_ORDER = ("holds", "nuanced", "refuted", "erratum", "error")
+_STATUS_TEXT = {
+    "holds": "torch behaves as the article says",
+    "nuanced": "true only under a condition the article leaves out",
+    "refuted": "the installed torch behaves otherwise",
+    "erratum": "a typo in the article's code: its spelling fails, the fix runs",
+    "error": "the check itself failed",
+}
+
+_CSS = """
+:root { --holds:#2e7d32; --nuanced:#b26a00; --refuted:#c62828; --erratum:#6a1b9a; --error:#616161; }
+* { box-sizing: border-box; }
+body { font: 16px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color:#1d1d1f;
+       margin:0; background:#f6f7f9; }
+header, main, footer { max-width: 980px; margin: 0 auto; padding: 0 20px; }
+header { padding-top: 28px; }
+h1 { font-size: 28px; margin: 0 0 4px; }
+h2 { font-size: 22px; margin: 40px 0 8px; padding-top: 8px; border-top: 1px solid #dcdfe4; }
+h3 { font-size: 15px; margin: 0; font-family: ui-monospace, Menlo, Consolas, monospace; }
+.sub { color:#555; margin: 0 0 14px; }
+.versions { color:#555; font-size: 14px; }
+.summary { display:flex; flex-wrap:wrap; gap:8px; margin: 14px 0 6px; }
+.chip { border-radius: 999px; padding: 3px 12px; color:#fff; font-weight:600; font-size:14px; }
+nav ol { columns: 2; font-size: 15px; padding-left: 20px; }
+.claim { background:#fff; border:1px solid #dcdfe4; border-radius:10px; padding:16px 18px; margin:14px 0; }
+.claim-head { display:flex; justify-content:space-between; align-items:center; gap:12px; }
+.badge { border-radius:6px; padding:2px 10px; color:#fff; font-weight:700; font-size:13px;
+         text-transform:uppercase; letter-spacing:.04em; white-space:nowrap; }
+.holds { background:var(--holds); } .nuanced { background:var(--nuanced); } .refuted { background:var(--refuted); }
+.erratum { background:var(--erratum); } .error { background:var(--error); }
+.statement { font-size: 17px; margin: 8px 0 6px; }
+.label { font-weight:600; color:#333; }
+.observed { white-space: pre-wrap; background:#f3f6f3; border-left:4px solid #9bbf9f; padding:8px 10px;
+            font-size:14px; margin:6px 0; }
+.expected { color:#444; font-size:14px; margin:6px 0; }
+details { margin: 8px 0; }
+summary { cursor: pointer; color:#1f5fa8; font-size:14px; }
+pre { background:#1e1e1e; color:#e8e8e8; padding:12px; border-radius:8px; overflow-x:auto; font-size:13px; }
+figure { margin: 10px 0 0; text-align:center; }
+figure svg { max-width:100%; max-height:900px; width:auto; height:auto; }
+.figures { display:flex; flex-wrap:wrap; gap:12px; justify-content:center; align-items:flex-end; }
+.figures figure { flex: 1 1 280px; }
+.claim figure svg { max-height:820px; }
+figcaption { color:#555; font-size:13px; }
+.chart { background:#fff; border:1px solid #dcdfe4; border-radius:10px; padding:14px; margin: 10px 0; }
+.nodiagram { color:#777; font-style: italic; font-size: 14px; }
+footer { color:#666; font-size:13px; padding: 30px 20px 40px; }
+"""
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _plain_doc(doc: str | None) -> str:
+    """A docstring as one plain sentence: reST literals unquoted, lines joined."""
+    return " ".join((doc or "").replace("``", "").split())
+
+
+def _inline_svg(graph: Graph, **options) -> str:
+    """The diagram as inline SVG (no XML prolog), or a note saying why it is missing."""
+    from .render import LayoutProgramNotFound, svg
+
+    try:
+        text = svg(graph, **options)
+    except LayoutProgramNotFound as exc:
+        return f'<p class="nodiagram">{_esc(exc)}</p>'
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+def _claim_html(claim: claims.Claim, verdict: claims.Verdict) -> str:
+    figures = []
+    for k, graph in enumerate(verdict.evidence):
+        figures.append(
+            f"<figure>{_inline_svg(graph, legend=False)}<figcaption>the graph this check recorded"
+            f"{f' ({k + 1} of {len(verdict.evidence)})' if len(verdict.evidence) > 1 else ''}</figcaption></figure>"
+        )
+    diagrams = f'<div class="figures">{"".join(figures)}</div>' if figures else '<p class="nodiagram">no diagram for this check</p>'
+    chart = f" · illustrates chart {claim.chart}" if claim.chart else ""
+    return f"""
+<article class="claim" id="{_esc(claim.id)}">
+  <div class="claim-head"><h3>{_esc(claim.id)}</h3>
+    <span class="badge {_esc(verdict.status)}" title="{_esc(_STATUS_TEXT.get(verdict.status, ''))}">{_esc(verdict.status)}</span></div>
+  <p class="statement">{_esc(claim.statement)}</p>
+  <div class="label">What torch did{chart}</div>
+  <div class="observed">{_esc(verdict.observed)}</div>
+  <p class="expected"><span class="label">What the article leads one to expect:</span> {_esc(verdict.expected)}</p>
+  <details><summary>The code that was run</summary><pre><code>{_esc(claim.code)}</code></pre></details>
+  {diagrams}
+</article>"""
+
+
+def build_page(
+    verdicts: Iterable[claims.Verdict],
+    *,
+    charts: dict[int, Graph] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """The tour page for these verdicts (in article order), with the charts' graphs."""
+    by_id = {v.id: v for v in verdicts}
+    chosen = [c for c in claims.all() if c.id in by_id]
+    counts = {s: 0 for s in _STATUS_ORDER}
+    for v in by_id.values():
+        counts[v.status] = counts.get(v.status, 0) + 1
+    chips = "".join(
+        f'<span class="chip {s}" title="{_esc(_STATUS_TEXT[s])}">{counts[s]} {s}</span>' for s in _STATUS_ORDER if counts.get(s)
+    )
+    sections = [s for s in SECTION_TITLES if any(c.section == s for c in chosen)]
+    nav = "".join(
+        f'<li><a href="#section-{s}">{"Introduction" if s == "intro" else "Section " + s}: {_esc(SECTION_TITLES[s])}</a></li>'
+        for s in sections
+    )
+    body = []
+    for section in sections:
+        heading = "Introduction" if section == "intro" else f"Section {section}"
+        body.append(f'<h2 id="section-{section}">{heading}: {_esc(SECTION_TITLES[section])}</h2>')
+        for number, chart in sorted(CHARTS.items()):
+            if chart.section == section and charts and number in charts:
+                if progress:
+                    progress(f"drawing chart {number}")
+                body.append(
+                    f'<div class="chart" id="chart-{number}"><figure>{_inline_svg(charts[number])}'
+                    f"<figcaption>Chart {number}: {_esc(chart.title)}. {_esc(_plain_doc(chart.build.__doc__))}</figcaption>"
+                    f"</figure></div>"
+                )
+        for claim in chosen:
+            if claim.section == section:
+                if progress:
+                    progress(f"drawing {claim.id}")
+                body.append(_claim_html(claim, by_id[claim.id]))
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    versions = (
+        f"torch {_esc(torch.__version__)} · graphlens {_esc(__version__)} · Python {_esc(platform.python_version())}"
+        f" · {_esc(platform.machine())} · checked {now}"
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>graphlens tour: the autograd article, checked on torch {_esc(torch.__version__)}</title>
+<style>{_CSS}</style></head>
+<body>
+<header>
+<h1>The autograd article, checked live</h1>
+<p class="sub">Every statement of the article on PyTorch's dynamic graph, run as a small real program on
+this machine's torch. Each verdict comes from what torch did just now, with the graph graphlens recorded.</p>
+<p class="versions">{versions}</p>
+<div class="summary">{chips}</div>
+<p class="versions">{len(by_id)} claims · holds: as the article says · nuanced: true only under a condition it leaves out ·
+refuted: torch behaves otherwise · erratum: a typo in the article's code</p>
+<p class="versions">How to read the diagrams: green = leaf tensor, white = non-leaf, thick orange border =
+requires grad, blue <b>grad</b> row = gradient kept after backward, grey italic grad = gradient that flowed
+and was released, dashed arrow = detach(), dashed box = made under no_grad.</p>
+<nav><ol>{nav}</ol></nav>
+</header>
+<main>
+{''.join(body)}
+</main>
+<footer>Made by graphlens {_esc(__version__)}: <code>graphlens tour --out DIR</code> rebuilds this page;
+<code>graphlens check</code> prints the verdicts as a table.</footer>
+</body></html>
+"""
+
+
+def write_tour(out: str | Path, *, stream: TextIO | None = None) -> Path:
+    """Check every claim, draw every chart and write ``out/index.html``; returns its path.
+    Progress goes to ``stream`` (default: standard error)."""
+    stream = sys.stderr if stream is None else stream
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    every = claims.all()
+    step = {"n": 0}
+
+    def tell(claim: claims.Claim) -> None:
+        step["n"] += 1
+        print(f"[{step['n']:2}/{len(every)}] checking {claim.id}", file=stream, flush=True)
+
+    verdicts = claims.run(every, progress=tell)
+    charts = {}
+    for number, chart in sorted(CHARTS.items()):
+        print(f"tracing chart {number}: {chart.title}", file=stream, flush=True)
+        charts[number] = chart.build()
+    page = build_page(verdicts, charts=charts, progress=lambda msg: print(msg, file=stream, flush=True))
+    path = folder / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
