@@ -79,3 +79,22 @@ def test_records_are_immutable_values():
 def test_repr_summarises_the_graph():
     """repr names the source, the counts and the roots."""
     assert repr(small_graph()) == "<Graph from snapshot: 3 tensors (1 leaves), 3 ops, 6 edges; roots: loss>"
+
+
+def test_graph_draws_itself_through_render(tmp_path):
+    """Graph.to_dot, Graph.render and the notebook hook delegate to graphlens.render."""
+    from graphlens import render
+
+    g = small_graph()
+    assert g.to_dot().source == render.to_dot(g).source
+    assert g.to_dot(view="function").source == render.to_dot(g, view="function").source
+    path = g.render(tmp_path / "g.dot")
+    assert path.read_text() == g.to_dot().source
+    bundle = g._repr_mimebundle_()
+    assert bundle["text/plain"] == repr(g)
+    try:
+        render.find_layout_program()
+    except render.LayoutProgramNotFound:
+        return
+    assert "<svg" in bundle["image/svg+xml"]
+    assert g.render(tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
