@@ -95,7 +95,10 @@ class NameBook:
         if override or key not in self._by_id:
             self._by_id[key] = name
             self._keep.append(t)
-        fn = t.grad_fn
+        try:
+            fn = t.grad_fn
+        except RuntimeError:  # e.g. a view made in no_grad whose base changed in place since
+            return
         if fn is not None:
             outputs = self._by_fn.setdefault(fn, {})
             if override or t.output_nr not in outputs:

@@ -129,6 +129,15 @@ def test_no_grad_evidence_saved_bytes(verdicts):
     assert any(t.region and t.region.startswith("no_grad") for t in verdicts["no_grad.saves_memory"].evidence[1].tensors)
 
 
+def test_no_grad_evidence_a_view_keeps_requires_grad(verdicts):
+    """no_grad.no_graph observed ops without graph, and a view of the leaf still requiring grad."""
+    d = verdicts["no_grad.no_graph"].details
+    assert d["tensors"]["y"] == {"requires_grad": False, "grad_fn": None, "is_leaf": True}
+    assert d["tensors"]["view"]["requires_grad"] and d["tensors"]["view"]["grad_fn"] is None
+    assert d["tensors"]["view"]["is_leaf"] and d["p1.grad"] is None
+    assert verdicts["no_grad.no_graph"].status == "nuanced"
+
+
 def test_zero_grad_evidence_none_by_default_zeros_on_request(verdicts):
     """zero_grad() left None by default and zeros with set_to_none=False, both observed."""
     d = verdicts["zero_grad.sets_zero"].details

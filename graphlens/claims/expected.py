@@ -30,7 +30,7 @@ _BY_CLAIMS_MD = {
     "retain_grad.nonleaf_discarded": "holds",
     "retain_grad.keeps": "holds",
     "retain_grad.graph_freed": "nuanced",
-    "no_grad.no_graph": "holds",
+    "no_grad.no_graph": "nuanced",
     "no_grad.saves_memory": "holds",
     "no_grad.freeze_all_same": "nuanced",
     "optimizer.registered_params": "holds",

@@ -7,7 +7,7 @@ import torch
 
 from ..snapshot import snapshot
 from ..trace import trace
-from ._observe import SavedBytes, fn_name, same, values
+from ._observe import SavedBytes, attempt, fn_name, grad_of, same, short, values
 from .registry import HOLDS, NUANCED, REFUTED, Claim
 
 __all__ = ["CLAIMS", "no_graph_program", "saves_memory_program", "freeze_all_same_program"]
@@ -19,7 +19,8 @@ def _model() -> torch.nn.Module:
 
 # -- no_grad.no_graph ----------------------------------------------------------------------------
 def no_graph_program(*, context=torch.no_grad) -> dict:
-    """Compute from a requires-grad leaf inside and outside the context."""
+    """Compute from a requires-grad leaf inside and outside the context; inside, also
+    take a view of the leaf (views keep their base's requires_grad flag)."""
     with trace() as tr:
         p1 = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
         x = torch.tensor([4.0, 5.0, 6.0])
@@ -27,20 +28,32 @@ def no_graph_program(*, context=torch.no_grad) -> dict:
         with context():
             y = p1 * x
             z = torch.sigmoid(y)
+            view = p1[:2]
+        view_backward = attempt(lambda: (view * 1.0).sum().backward())
     flags = {
         name: {"requires_grad": t.requires_grad, "grad_fn": fn_name(t), "is_leaf": t.is_leaf}
-        for name, t in (("y", y), ("z", z), ("outside", outside))
+        for name, t in (("y", y), ("z", z), ("view", view), ("outside", outside))
     }
-    return {"tensors": flags, "evidence": (tr.graph(),)}
+    return {"tensors": flags, "view_backward": view_backward, "p1.grad": grad_of(p1), "evidence": (tr.graph(),)}
 
 
 def no_graph_judge(facts: dict) -> tuple[str, str]:
     flags = facts["tensors"]
     text = "; ".join(f"{n}: requires_grad={f['requires_grad']}, grad_fn={f['grad_fn']}" for n, f in flags.items())
-    inside = [flags["y"], flags["z"]]
-    if all(not f["requires_grad"] and f["grad_fn"] is None for f in inside) and flags["outside"]["grad_fn"]:
+    text += f"; backward from the view: {short(facts['view_backward'], 80)}, p1.grad = {facts['p1.grad']}"
+    computed = [flags["y"], flags["z"]]
+    no_graph = all(not f["requires_grad"] and f["grad_fn"] is None for f in computed)
+    if not (no_graph and flags["outside"]["grad_fn"]):
+        return REFUTED, f"tensors made inside the block still joined the graph\n{text}"
+    view = flags["view"]
+    if view["grad_fn"] is None and view["requires_grad"]:
+        return NUANCED, (
+            "results of ops inside no_grad have requires_grad False and no grad_fn, but a view of a leaf "
+            "taken inside keeps requires_grad True (a leaf of its own: no gradient reaches p1 through it)\n" + text
+        )
+    if view["grad_fn"] is None:
         return HOLDS, f"tensors made inside no_grad have requires_grad False and no grad_fn (the same op outside has one)\n{text}"
-    return REFUTED, f"tensors made inside the block still joined the graph\n{text}"
+    return REFUTED, f"a view taken inside the block joined the graph\n{text}"
 
 
 # -- no_grad.saves_memory -----------------------------------------------------------------------
