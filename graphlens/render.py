@@ -512,6 +512,98 @@ def _set_ranks(graph: Graph, nodes: list[_Node], edges: list[_Edge]) -> None:
 
 
 # -- collapsing: submodules (scope) and chains of identical ops ---------------------------
+def _common_scope(scopes: Iterable[str]) -> str | None:
+    parts = None
+    for scope in scopes:
+        bits = scope.split(".")
+        if parts is None:
+            parts = bits
+        else:
+            n = 0
+            while n < min(len(parts), len(bits)) and parts[n] == bits[n]:
+                n += 1
+            parts = parts[:n]
+    return ".".join(parts) if parts else None
+
+
+def _with_inferred_scopes(graph: Graph) -> Graph:
+    """A snapshot knows no submodules, but its parameters carry dotted names
+    (``layers.0.linear1.weight``).  Give each parameter its module's name as scope, each
+    op that consumes a parameter (directly or through a one-input op such as
+    ``TBackward0``) that scope, and each connected run of other ops lying between two or
+    more scoped ops the common prefix of their scopes.  Graphs that already have
+    scopes (traced with ``module=``) are returned as they are."""
+    if any(op.scope for op in graph.ops) or any(t.scope for t in graph.tensors):
+        return graph
+    scope: dict[str, str] = {}
+    for t in graph.tensors:
+        if t.is_leaf and t.requires_grad and t.name and "." in t.name and (t.is_parameter or t.op is None):
+            scope[t.id] = t.name.rsplit(".", 1)[0]
+    if not scope:
+        return graph
+    ops = {op.id: op for op in graph.ops}
+    for op in graph.ops:
+        if op.is_accumulate_grad and op.variable in scope:
+            scope[op.id] = scope[op.variable]
+    children: dict[str, list[str]] = {}
+    parents: dict[str, list[str]] = {}
+    for e in graph.edges:
+        if e.kind == "next":
+            children.setdefault(e.src, []).append(e.dst)
+            parents.setdefault(e.dst, []).append(e.src)
+    # Ops fed by a parameter, directly or through a chain of one-input ops.
+    for op in graph.ops:
+        if op.id in scope:
+            continue
+        found = []
+        for child in children.get(op.id, ()):
+            hop = child
+            while hop not in scope and len(children.get(hop, ())) == 1 and not ops[hop].is_accumulate_grad:
+                hop = children[hop][0]
+            if hop in scope and ops[hop].is_accumulate_grad:
+                found.append(scope[hop])
+        common = _common_scope(found) if found else None
+        if common:
+            scope[op.id] = common
+    # The rest, a connected run of unscoped ops at a time: the common prefix of the scoped
+    # ops around it, when it lies between two or more of them and holds no root.
+    seen: set[str] = set()
+    for op in graph.ops:
+        if op.id in scope or op.id in seen or op.is_accumulate_grad:
+            continue
+        run, border, stack, has_root = [], set(), [op.id], False
+        seen.add(op.id)
+        while stack:
+            node = stack.pop()
+            run.append(node)
+            has_root = has_root or not parents.get(node)
+            for n in children.get(node, []) + parents.get(node, []):
+                if ops[n].is_accumulate_grad:
+                    continue
+                if n in scope:
+                    border.add(n)
+                elif n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        if has_root or len(border) < 2:
+            continue
+        common = _common_scope(scope[n] for n in border)
+        if common:
+            for node in run:
+                scope[node] = common
+    for t in graph.tensors:
+        if t.id not in scope and t.op in scope and not t.name:
+            scope[t.id] = scope[t.op]
+    return Graph(
+        (t._replace(scope=scope.get(t.id)) for t in graph.tensors),
+        (op._replace(scope=scope.get(op.id)) for op in graph.ops),
+        graph.edges,
+        (t.id for t in graph.roots),
+        source=graph.source,
+    )
+
+
+
 def _scope_box(scope: str | None, depth: int) -> str | None:
     if not scope:
         return None
@@ -876,6 +968,7 @@ def to_dot(
         hl_nodes=frozenset(hl_nodes),
         hl_edges=frozenset(hl_edges),
     )
+    graph = _with_inferred_scopes(graph)
     if o.view == "data":
         nodes, edges = _data_scene(graph, o)
     else:

@@ -480,3 +480,21 @@ def test_bad_input_errors():
         to_dot(g, highlight=[3])
     with pytest.raises(LayoutProgramNotFound, match="engine_binary 'no-such-program'"):
         render(g, "/tmp/render-test.svg", engine_binary="no-such-program")
+
+
+def test_snapshot_of_a_model_collapses_by_parameter_names():
+    """A snapshot has no scopes, but its parameters' dotted names let submodules collapse."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4)),
+        torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)),
+    )
+    loss = model(torch.randn(2, 3)).pow(2).mean()
+    g = gl.snapshot(loss, module=model)
+    assert not any(op.scope for op in g.ops)
+    source = to_dot(g, depth=1).source
+    boxes = sorted(set(re.findall(r"^\s*(scope_\w+) \[", source, re.M)))
+    assert boxes == ["scope_0", "scope_1"]
+    # the ReLU between the two linears of block 0 lies inside block 0's box
+    assert "ReluBackward0" not in source and "TanhBackward0" not in source
+    assert "PowBackward0" in source  # the loss's own ops stay outside every box
