@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import weakref
+from itertools import chain, compress
+from operator import itemgetter, not_
 from typing import Any, Mapping
 
 import torch
@@ -53,6 +55,8 @@ def snapshot(
         book.close()
 
 
+_first, _second = itemgetter(0), itemgetter(1)
+
 #: With ``saved=None``, saved attributes are summarised for graphs up to this many nodes.
 SAVED_AUTO_LIMIT = 5_000
 
@@ -68,25 +72,35 @@ def _walk(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int)
 
 
 def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
-    # 1. Iterative pre-order walk; op ids follow the order nodes are first reached.
-    fns: list[Any] = []
-    index: dict[Any, int] = {}
+    # 1. Iterative pre-order walk; op ids follow the order nodes are first reached.  Every
+    #    (node, output_nr) pair of next_functions is pushed as it is (one C-level extend)
+    #    and the ones already seen are skipped when popped: the same order as checking
+    #    before pushing, with less Python work per edge.
+    index: dict[Any, int] = {}  # node -> op index; insertion order is walk order
     nexts: list[tuple] = []
-    stack = [t.grad_fn for _, t in reversed(pairs) if t.grad_fn is not None]
+    stack: list = [(t.grad_fn, 0) for _, t in reversed(pairs)]
+    pop, push, record = stack.pop, stack.extend, nexts.append
     while stack:
-        fn = stack.pop()
-        if fn in index:
+        fn = pop()[0]
+        if fn is None or fn in index:
             continue
-        index[fn] = len(fns)
-        fns.append(fn)
+        index[fn] = len(index)
         nf = fn.next_functions
-        nexts.append(nf)
-        for child, _ in reversed(nf):
-            if child is not None and child not in index:
-                stack.append(child)
+        record(nf)
+        push(reversed(nf))
+    del stack, pop, push, record
+    fns = list(index)
     guard_teardown(len(fns))
 
-    # 2. Tensor nodes: the roots first, then leaves and named non-leaves in walk order.
+    # 2. Per op only plain data is kept: its class, its next_functions as parallel lists
+    #    (child count, child op index or None, output_nr), built with C-level maps.
+    types = list(map(type, fns))
+    counts = list(map(len, nexts))
+    child_ops = list(map(index.get, map(_first, chain.from_iterable(nexts))))  # None for a None input
+    child_nrs = list(map(_second, chain.from_iterable(nexts)))
+    del nexts
+
+    # 3. Tensor nodes: the roots first, then leaves and named non-leaves in walk order.
     tensors: list[TensorNode] = []
     refs: dict[str, weakref.ref] = {}
     by_id: dict[int, str] = {}  # id(tensor) -> tensor node id (the tensors are alive here)
@@ -111,43 +125,55 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         if tid not in root_ids:
             root_ids.append(tid)
 
-    # 3. Per op only plain data is kept: its class name, its variable, its saved
-    #    summaries and its next_functions as (op index, output_nr) pairs.
-    if saved is None:
-        saved = len(fns) <= SAVED_AUTO_LIMIT
-    kinds: list[str] = []
+    type_names = {cls: cls.__name__ for cls in set(types)}
+    acc = {cls for cls, name in type_names.items() if name == "AccumulateGrad"}
     variables: dict[int, str] = {}
-    saved_of: list[tuple] = []
     named = book.outputs_by_node()
-    for i, fn in enumerate(fns):
-        kind = type(fn).__name__
-        kinds.append(kind)
-        if kind == "AccumulateGrad":
+    special = [i for i in compress(range(len(counts)), map(not_, counts)) if types[i] in acc] if acc else []
+    if named:
+        special.extend(i for i in (index.get(fn) for fn in named) if i is not None and types[i] not in acc)
+        special.sort()
+    for i in special:
+        fn = fns[i]
+        if types[i] in acc:
             variables[i] = add(fn.variable)
-        elif named and fn in named:
+        else:
             for _, name, t in book.named_outputs(fn):
                 add(t, name)
-        if saved:
-            saved_of.append(saved_attributes(fn))
-    links = [[(-1, 0) if c is None else (index[c], nr) for c, nr in nf] for nf in nexts]
-    del fns, index, nexts, stack
+    if saved is None:
+        saved = len(fns) <= SAVED_AUTO_LIMIT
+    saved_of = [saved_attributes(fn) for fn in fns] if saved else []
+    fn = None  # no node may outlive the walk in a local the closures could see
+    del fns, index, special
+
+    def links() -> list[list[tuple[int, int]]]:
+        out, k = [], 0
+        for n in counts:
+            row = []
+            for j in range(k, k + n):
+                c = child_ops[j]
+                row.append((-1, 0) if c is None else (c, child_nrs[j]))
+            out.append(row)
+            k += n
+        return out
 
     def build_ops() -> list[OpNode]:
         return [
-            OpNode(f"op{i}", kind, None, saved_of[i] if saved_of else (), variables.get(i))
-            for i, kind in enumerate(kinds)
+            OpNode(f"op{i}", type_names[cls], None, saved_of[i] if saved_of else (), variables.get(i))
+            for i, cls in enumerate(types)
         ]
 
     def build_edges() -> list[Edge]:
+        rows = links()
         edges = [
             Edge(f"op{i}", f"op{j}", "next", input_nr, nr)
-            for i, row in enumerate(links)
+            for i, row in enumerate(rows)
             for input_nr, (j, nr) in enumerate(row)
             if j >= 0
         ]
         # Forward edges between the known tensors and ops, for the data view.
         edges.extend(Edge(t.op, t.id, "output", 0, t.output_nr) for t in tensors if t.op is not None)
-        for i, row in enumerate(links):
+        for i, row in enumerate(rows):
             for input_nr, (j, nr) in enumerate(row):
                 if j < 0:
                     continue

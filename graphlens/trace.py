@@ -5,13 +5,14 @@ from __future__ import annotations
 import gc
 import itertools
 import weakref
+from functools import partial
 from types import FrameType
 from typing import Any, Callable, Mapping
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._facts import MAX_ELEMENTS, dtype_name, saved_attributes, summarize, tensor_node
+from ._facts import MAX_ELEMENTS, dtype_name, format_head, read_head, read_saved, tensor_node
 from ._safety import guard_teardown
 from .graph import Edge, Graph, OpNode, TensorNode
 from .names import NameBook, frame_candidates, user_frame
@@ -24,7 +25,11 @@ _Parameter = torch.nn.Parameter
 _DETACHES = {_Tensor.detach, _Tensor.detach_}
 _BACKWARDS = {_Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
+_CUSTOM_NODE = torch.autograd.function.BackwardCFunction
 _PASS_THROUGH = {"__get__", "__set__", "__repr__", "__format__", "__str__"}
+
+
+_FUNC_NAMES: dict[Any, str] = {}
 
 
 def _func_name(func: Callable) -> str:
@@ -32,6 +37,11 @@ def _func_name(func: Callable) -> str:
     if name in ("__get__", "__set__"):
         owner = getattr(getattr(func, "__self__", None), "__name__", "")
         return f"{owner}.{name}" if owner else name
+    if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor):
+        try:
+            _FUNC_NAMES[func] = name  # torch functions and Tensor methods: a small fixed set
+        except TypeError:
+            pass
     return name
 
 
@@ -54,54 +64,39 @@ def _sequence_now() -> int:
     return probe.grad_fn._sequence_nr() + 1
 
 
-class _T:
-    """A tensor record while tracing; frozen into a TensorNode by ``graph()``."""
-
-    __slots__ = ("ref", "name", "facts", "op", "output_nr", "flowed", "detached_from", "region", "latest", "scope")
-
-    def __init__(self, ref, facts, op, output_nr, detached_from, region, scope) -> None:
-        self.ref = ref
-        self.name: str | None = None
-        self.facts = facts  # (shape, dtype, device, is_leaf, requires_grad, version, is_view, is_parameter)
-        self.op = op
-        self.output_nr = output_nr
-        self.flowed: list[str] = []
-        self.detached_from = detached_from
-        self.region = region
-        self.latest = True
-        self.scope = scope
+# A tensor record is one immutable tuple of plain values (indexes below), so the
+# garbage collector stops tracking it at its first pass: a trace of many small ops must
+# not fill the oldest generation with objects that each full collection walks again.
+_SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM = range(8)
+_OP, _OUTPUT_NR, _DETACHED_FROM, _REGION, _SCOPE = range(8, 13)
 
 
-class _O:
-    """An op record while tracing."""
-
-    __slots__ = ("name", "forward", "region", "variable", "saved", "next", "outputs", "scope", "expanded")
-
-    def __init__(self, name, forward, region, variable=None, scope=None) -> None:
-        self.name = name
-        self.forward = forward
-        self.region = region
-        self.variable = variable
-        self.scope = scope
-        self.saved: tuple = ()
-        self.next: list[tuple[int, int, int]] = []  # (input_nr, op index, output_nr)
-        self.outputs: dict[int, int] = {}  # output_nr -> tensor record index (latest)
-        self.expanded = False
+def _flow(targets: tuple, pass_nr: int, flowed: list, limit: int, grad_outputs: tuple) -> None:
+    """The pre-hook body: note what flows into each recorded output of a node.  It reads
+    only a few numbers (spelled out later) and returns None, so grads are untouched."""
+    n = len(grad_outputs)
+    for nr, i in targets:
+        if nr < n:
+            g = grad_outputs[nr]
+            flowed.append((i, pass_nr, "None" if g is None else read_head(g, limit)))
+    return None
 
 
 class _Mode(TorchFunctionMode):
     def __init__(self, owner: "Trace") -> None:
         super().__init__()
-        self.owner = owner
+        self.record = owner._record
+        self.run_backward = owner._run_backward
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
+        if kwargs is None:
+            kwargs = {}
         if func in _BACKWARDS:
-            return self.owner._run_backward(func, args, kwargs)
+            return self.run_backward(func, args, kwargs)
         if getattr(func, "__name__", "") in _PASS_THROUGH and func is not _DATA_GET:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
-        self.owner._record(func, args, kwargs, out)
+        self.record(func, args, kwargs, out)
         return out
 
 
@@ -138,11 +133,24 @@ class Trace:
         self._max = max_elements
         self._explain_errors = explain_errors
         self._key = f"graphlens.trace#{next(_TOKENS)}"
-        self._tensors: list[_T] = []
-        self._ops: list[_O] = []
+        # Tensor records, by index: a weak reference, the facts tuple, the name.
+        self._refs: list[weakref.ref] = []
+        self._facts: list[tuple] = []
+        self._tnames: list[str | None] = []
+        self._stale: set[int] = set()  # records replaced by a newer version of their tensor
+        self._flowed: list[tuple[int, int, Any]] = []  # (record, backward pass, what flowed)
+        # Op records, by index (parallel lists of plain values).
+        self._oname: list[str | None] = []
+        self._ovar: list[int | None] = []  # an AccumulateGrad's leaf record
+        self._owhere: list[tuple] = []  # (forward op name, region, scope)
+        self._oout: list[dict[int, int]] = []  # output_nr -> tensor record (latest)
+        self._osaved: dict[int, tuple] = {}  # read from the live node at backward / graph time
+        self._volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
+        self._onext: dict[int, tuple] = {}  # op -> ((input_nr, op index, output_nr), ...)
+        self._expanded: set[int] = set()
         self._by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
         self._roots: list[int] = []
-        self._inputs: list[tuple[int, list[int]]] = []  # (op index, input tensor indices)
+        self._inputs: list[tuple[int, tuple[int, ...]]] = []  # (op index, input tensor indices)
         self._acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self._region: str | None = None
         self._regions = 0
@@ -168,6 +176,8 @@ class Trace:
             self._mode.__enter__()
         except BaseException:
             self._unhook_modules()
+            self._mode = None
+            self._frame = None
             raise
         self._active = True
         return self
@@ -229,19 +239,23 @@ class Trace:
         if self._module is None:
             return
         scopes = self._scopes
-        for qualname, sub in self._module.named_modules():
-            if not qualname:
-                continue
+        try:
+            for qualname, sub in self._module.named_modules():
+                if not qualname:
+                    continue
 
-            def pre(_mod, _args, name=qualname):
-                scopes.append(name)
+                def pre(_mod, _args, name=qualname):
+                    scopes.append(name)
 
-            def post(_mod, _args, _out, name=qualname):
-                if scopes and scopes[-1] == name:
-                    scopes.pop()
+                def post(_mod, _args, _out, name=qualname):
+                    if scopes and scopes[-1] == name:
+                        scopes.pop()
 
-            self._module_handles.append(sub.register_forward_pre_hook(pre))
-            self._module_handles.append(sub.register_forward_hook(post, always_call=True))
+                self._module_handles.append(sub.register_forward_pre_hook(pre))
+                self._module_handles.append(sub.register_forward_hook(post, always_call=True))
+        except BaseException:
+            self._unhook_modules()
+            raise
 
     def _unhook_modules(self) -> None:
         for handle in self._module_handles:
@@ -261,83 +275,126 @@ class Trace:
 
     def _index_of(self, t: _Tensor) -> int | None:
         i = self._by_id.get(id(t))
-        if i is not None and self._tensors[i].ref() is t:
+        if i is not None and self._refs[i]() is t:
             return i
         return None
 
     def _new_tensor(self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False) -> int:
-        i = len(self._tensors)
-        old = self._index_of(t)
-        facts = (
+        refs = self._refs
+        i = len(refs)
+        key = id(t)
+        old = self._by_id.get(key)
+        name = None
+        if old is not None and refs[old]() is t:
+            self._stale.add(old)
+            name = self._tnames[old]
+        refs.append(weakref.ref(t))
+        self._facts.append((
             tuple(t.shape), t.dtype, t.device, t.is_leaf, t.requires_grad, t._version, t._is_view(),
-            isinstance(t, _Parameter),
-        )
-        rec = _T(weakref.ref(t), facts, op, output_nr, detached_from, region, None if external else self._scope())
-        if old is not None:
-            self._tensors[old].latest = False
-            rec.name = self._tensors[old].name
-        self._tensors.append(rec)
-        self._by_id[id(t)] = i
+            isinstance(t, _Parameter), op, output_nr, detached_from, region,
+            None if external or not self._scopes else self._scopes[-1],
+        ))
+        self._tnames.append(name)
+        self._by_id[key] = i
         return i
 
     def _input(self, t: _Tensor) -> int:
         """The record of an input tensor, made now if the tensor came from outside."""
-        i = self._index_of(t)
-        if i is None:
-            fn = t.grad_fn
-            op = None if fn is None else self._op_of(fn, None)
-            i = self._new_tensor(t, op, t.output_nr if fn is not None else 0, None, None, external=True)
-            if op is not None:
-                self._ops[op].outputs.setdefault(t.output_nr, i)
+        i = self._by_id.get(id(t))
+        if i is not None and self._refs[i]() is t:
+            f = self._facts[i]
+            if f[_REQUIRES_GRAD] or (f[_OP] is not None and self._oname[f[_OP]] is not None):
+                return i
+            return self._adopted(t, i) if t._version == f[_VERSION] else i
+        fn = t.grad_fn
+        if fn is None:
+            return self._new_tensor(t, None, 0, None, None, external=True)
+        op = self._op_of(fn, None)
+        nr = t.output_nr
+        i = self._new_tensor(t, op, nr, None, None, external=True)
+        self._oout[op].setdefault(nr, i)
         return i
 
-    def _op_of(self, fn: Any, forward: str | None) -> int:
+    def _adopted(self, t: _Tensor, i: int) -> int:
+        """The record of ``t``, recorded without grad (record ``i``) and given a backward
+        node since, as autograd does to what a custom ``Function.forward`` returns (its
+        body runs without grad; ``Function.apply`` is not seen by the mode): a new version
+        of the tensor, produced by that node."""
+        fn = t.grad_fn
+        if fn is None:
+            return i
+        op = self._op_of(fn, None)
+        if self._owhere[op][0] is None and isinstance(fn, _CUSTOM_NODE):
+            name = self._oname[op] or ""
+            self._owhere[op] = (name.removesuffix("Backward") + ".apply", self._region_now(), self._scope())
+        nr = t.output_nr
+        j = self._new_tensor(t, op, nr, None, None)  # it has a grad_fn: made with grad on
+        self._oout[op][nr] = j
+        return j
+
+    def _new_op(self, name, forward, region, variable=None, scope=None) -> int:
+        j = len(self._oname)
+        self._oname.append(name)
+        self._ovar.append(variable)
+        self._owhere.append((forward, region, scope))
+        self._oout.append({})
+        return j
+
+    def _op_of(self, fn: Any, forward: str | None, region: str | None = None) -> int:
         """The op record of a backward node.  Its index is kept in the node's own
         ``metadata`` dict, so the trace holds no reference to the node."""
         meta = fn.metadata
         j = meta.get(self._key)
         if j is not None:
             return j
-        if type(fn).__name__ == "AccumulateGrad":
+        name = type(fn).__name__
+        if name == "AccumulateGrad":
             # torch rebuilds a leaf's AccumulateGrad node when the old one died: key it by the leaf.
             vi = self._input(fn.variable)
             j = self._acc.get(vi)
             if j is None:
-                j = self._acc[vi] = len(self._ops)
-                self._ops.append(_O("AccumulateGrad", None, None, variable=vi))
+                j = self._acc[vi] = self._new_op("AccumulateGrad", None, None, variable=vi)
         else:
-            j = len(self._ops)
-            region = self._region_now() if forward else None
-            self._ops.append(_O(type(fn).__name__, forward, region, scope=self._scope()))
+            j = self._new_op(name, forward, region if forward else None, scope=self._scopes[-1] if self._scopes else None)
         meta[self._key] = j
         return j
 
     def _record(self, func, args, kwargs, out) -> None:
-        outs: list = []
-        _tensors_in(out, outs)
-        if not outs:
-            return
-        self._scan_names()
+        if isinstance(out, _Tensor):
+            outs = [out]
+        else:
+            outs = []
+            _tensors_in(out, outs)
+            if not outs:
+                return
+        frame = self._frame
+        if frame is not None and frame.f_lasti != self._last_lasti:
+            self._scan_names()
         ins: list = []
         for a in args:
-            _tensors_in(a, ins)
-        for a in kwargs.values():
-            _tensors_in(a, ins)
+            if isinstance(a, _Tensor):
+                ins.append(a)
+            elif isinstance(a, (list, tuple)):
+                _tensors_in(a, ins)
+        if kwargs:
+            for a in kwargs.values():
+                _tensors_in(a, ins)
         region = self._region_now()
         if func in _DETACHES or func is _DATA_GET:
             src = self._input(ins[0]) if ins else None
             for t in outs:
                 self._new_tensor(t, None, 0, src, region)
             return
-        in_ids = [self._input(t) for t in ins]
+        in_ids = tuple([self._input(t) for t in ins])
         # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
         # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
+        by_id, refs, facts = self._by_id, self._refs, self._facts
         for t in outs:
-            i = self._index_of(t)
-            if i is not None and i in in_ids:
-                rec = self._tensors[i]
-                if rec.facts[5] == t._version and (rec.op is None) == (t.grad_fn is None):
+            i = by_id.get(id(t))
+            if i is not None and i in in_ids and refs[i]() is t:
+                f = facts[i]
+                if f[_VERSION] == t._version and (f[_OP] is None) == (t.grad_fn is None):
                     continue
             fresh.append(t)
         if not fresh:
@@ -347,20 +404,18 @@ class Trace:
             for t in fresh:
                 self._new_tensor(t, None, 0, None, region)
             return
-        forward = _func_name(func)
+        forward = _FUNC_NAMES.get(func) or _func_name(func)
         if fn is not None:
-            op = self._op_of(fn, forward)
-            o = self._ops[op]
-            if o.forward is None:
-                o.forward, o.region, o.scope = forward, region, self._scope()
+            op = self._op_of(fn, forward, region)
+            if self._owhere[op][0] is None:
+                self._owhere[op] = (forward, region, self._scope())
         else:
-            op = len(self._ops)
-            o = _O(None, forward, region, scope=self._scope())
-            self._ops.append(o)
+            op = self._new_op(None, forward, region, scope=self._scope())
         self._inputs.append((op, in_ids))
+        outputs = self._oout[op]
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and t.grad_fn is fn else k
-            o.outputs[nr] = self._new_tensor(t, op, nr, None, region)
+            outputs[nr] = self._new_tensor(t, op, nr, None, region)
 
     def _scan_names(self) -> None:
         """Name recorded tensors after the variables of the block's frame that hold them
@@ -373,10 +428,11 @@ class Trace:
         if lasti == self._last_lasti:
             return
         self._last_lasti = lasti
+        names = self._tnames
         for name, t in frame_candidates(frame, with_globals=False):
             i = self._index_of(t)
-            if i is not None and self._tensors[i].name is None:
-                self._tensors[i].name = name
+            if i is not None and names[i] is None:
+                names[i] = name
 
     # -- reading the backward structure ------------------------------------------------
     def _complete(self, fns: list) -> list[tuple[Any, int]]:
@@ -387,6 +443,8 @@ class Trace:
         seen: set = set()
         stack = [fn for fn in fns if fn is not None]
         first = self._first_seq
+        expanded, ovar, osaved, owhere = self._expanded, self._ovar, self._osaved, self._owhere
+        volatile = self._volatile
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -396,23 +454,27 @@ class Trace:
                     continue
                 seen.add(fn)
                 j = self._op_of(fn, None)
-                o = self._ops[j]
                 visited.append((fn, j))
-                is_acc = o.variable is not None
+                is_acc = ovar[j] is not None
                 if self._saved and not is_acc:
-                    o.saved = saved_attributes(fn)
-                if is_acc or (not o.expanded and fn._sequence_nr() < first):
-                    o.expanded = True  # made before the block: a boundary
+                    # Plain saved values never change: only tensors can be freed since.
+                    osaved[j], volatile[j] = read_saved(fn, osaved.get(j), volatile.get(j, ()))
+                fresh = j not in expanded
+                if is_acc or (fresh and fn._sequence_nr() < first):
+                    expanded.add(j)  # made before the block: a boundary
                     continue
                 nexts = fn.next_functions
-                if not o.expanded:
-                    o.expanded = True
+                if fresh:
+                    expanded.add(j)
+                    links = []
                     for input_nr, (child, output_nr) in enumerate(nexts):
                         if child is not None:
                             k = self._op_of(child, None)
-                            if self._ops[k].scope is None and self._ops[k].forward is None:
-                                self._ops[k].scope = o.scope  # e.g. the TBackward0 inside linear
-                            o.next.append((input_nr, k, output_nr))
+                            forward, region, scope = owhere[k]
+                            if scope is None and forward is None:
+                                owhere[k] = (forward, region, owhere[j][2])  # e.g. the TBackward0 inside linear
+                            links.append((input_nr, k, output_nr))
+                    self._onext[j] = tuple(links)
                 for child, _ in nexts:
                     if child is not None and child not in seen:
                         stack.append(child)
@@ -442,6 +504,7 @@ class Trace:
             visited = self._complete([t.grad_fn for t in roots if isinstance(t, _Tensor)])
             if self._grads:
                 handles = self._hook(visited)
+            del visited
             return func(*args, **kwargs)
         finally:
             for h in handles:
@@ -453,39 +516,70 @@ class Trace:
     def _hook(self, visited: list[tuple[Any, int]]) -> list:
         """A pre-hook on each visited node that produced a recorded tensor, recording the
         gradient flowing into that tensor.  The hooks return None: grads are untouched."""
-        pass_nr = self._passes
+        pass_nr, flowed, limit = self._passes, self._flowed, self._max
+        ovar, oout = self._ovar, self._oout
         handles = []
-        for fn, j in visited:
-            o = self._ops[j]
-            targets = {0: o.variable} if o.variable is not None else dict(o.outputs)
-            if targets:
-                handles.append(fn.register_prehook(self._make_hook(targets, pass_nr)))
+        try:
+            for fn, j in visited:
+                var = ovar[j]
+                if var is not None:
+                    targets: tuple = ((0, var),)
+                else:
+                    out = oout[j]
+                    if not out:
+                        continue
+                    targets = tuple(out.items())
+                handles.append(fn.register_prehook(partial(_flow, targets, pass_nr, flowed, limit)))
+        except BaseException:
+            for h in handles:
+                h.remove()
+            raise
         return handles
 
-    def _make_hook(self, targets: dict[int, int], pass_nr: int):
-        tensors = self._tensors
-        limit = self._max
-
-        def hook(grad_outputs):
-            for nr, i in targets.items():
-                if nr < len(grad_outputs):
-                    rec = tensors[i]
-                    while len(rec.flowed) < pass_nr:
-                        rec.flowed.append("-")
-                    rec.flowed.append(summarize(grad_outputs[nr], limit) or "None")
-            return None
-
-        return hook
-
     # -- freezing ----------------------------------------------------------------------
+    def _flowed_by_tensor(self) -> dict[int, list[str]]:
+        """What flowed into each tensor, one entry per backward pass ("-": nothing)."""
+        out: dict[int, list[str]] = {}
+        for i, pass_nr, head in self._flowed:
+            seen = out.get(i)
+            if seen is None:
+                seen = out[i] = []
+            while len(seen) < pass_nr:
+                seen.append("-")
+            seen.append(format_head(head))
+        for seen in out.values():
+            seen.extend(["-"] * (self._passes - len(seen)))
+        return out
+
     def _build(self) -> Graph:
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # freezing makes several small objects per record
+        try:
+            return self._build_paused()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _build_paused(self) -> Graph:
+        stale = self._stale
+        for i in range(len(self._refs)):
+            f = self._facts[i]
+            if i not in stale and not f[_REQUIRES_GRAD] and (f[_OP] is None or self._oname[f[_OP]] is None):
+                t = self._refs[i]()
+                if t is not None and t._version == f[_VERSION] and t.grad_fn is not None:
+                    self._adopted(t, i)
+        t = None
         alive = []
-        for rec in self._tensors:
-            t = rec.ref() if rec.latest else None
-            if t is not None and t.grad_fn is not None:
-                alive.append(t.grad_fn)
+        for i, ref in enumerate(self._refs):
+            t = ref()
+            if t is not None and i not in stale:
+                fn = t.grad_fn
+                if fn is not None:
+                    alive.append(fn)
+        t = fn = None
         self._complete(alive)
         del alive
+        flowed = self._flowed_by_tensor()
         book = NameBook()
         try:
             book.add_explicit(self._names)
@@ -497,56 +591,57 @@ class Trace:
                         param_scopes.setdefault(id(p), qualname or None)
             tensors: list[TensorNode] = []
             refs: dict[str, weakref.ref] = {}
-            for i, rec in enumerate(self._tensors):
+            for i, (ref, f, name) in enumerate(zip(self._refs, self._facts, self._tnames)):
                 tid = f"t{i}"
-                t = rec.ref() if rec.latest else None
-                name = rec.name
-                scope = rec.scope
+                t = None if i in stale else ref()
+                scope = f[_SCOPE]
+                op = f[_OP]
+                detached = f[_DETACHED_FROM]
+                extra = dict(
+                    op=None if op is None else f"op{op}",
+                    flowed=tuple(flowed.get(i, ())),
+                    detached_from=None if detached is None else f"t{detached}",
+                    region=f[_REGION],
+                )
                 if t is not None:
                     name = book.name_of(t) or name
-                    node = tensor_node(t, tid, name, output_nr=rec.output_nr, max_elements=self._max)
-                    refs[tid] = rec.ref
-                    if scope is None:
+                    if scope is None and param_scopes:
                         scope = param_scopes.get(id(t))
+                    node = tensor_node(t, tid, name, output_nr=f[_OUTPUT_NR], max_elements=self._max, scope=scope, **extra)
+                    refs[tid] = ref
                 else:
-                    shape, dtype, device, is_leaf, requires_grad, version, is_view, is_param = rec.facts
                     node = TensorNode(
-                        tid, name, shape, dtype_name(dtype), str(device), is_leaf, requires_grad,
-                        version=version, is_view=is_view, output_nr=rec.output_nr, is_parameter=is_param,
+                        tid, name, f[_SHAPE], dtype_name(f[_DTYPE]), str(f[_DEVICE]), f[_IS_LEAF], f[_REQUIRES_GRAD],
+                        version=f[_VERSION], is_view=f[_IS_VIEW], output_nr=f[_OUTPUT_NR], is_parameter=f[_IS_PARAM],
+                        scope=scope, **extra,
                     )
-                flowed = rec.flowed + ["-"] * (self._passes - len(rec.flowed)) if rec.flowed else []
-                tensors.append(
-                    node._replace(
-                        op=None if rec.op is None else f"op{rec.op}",
-                        flowed=tuple(flowed),
-                        detached_from=None if rec.detached_from is None else f"t{rec.detached_from}",
-                        region=rec.region,
-                        scope=scope,
-                    )
-                )
+                tensors.append(node)
+            t = None
         finally:
             book.close()
+        osaved = self._osaved
         ops = [
             OpNode(
-                f"op{j}", o.name, o.forward, o.saved,
-                None if o.variable is None else f"t{o.variable}",
-                o.region,
-                o.scope if o.variable is None else tensors[o.variable].scope,
+                f"op{j}", name, forward, osaved.get(j, ()),
+                None if var is None else f"t{var}",
+                region,
+                scope if var is None else tensors[var].scope,
             )
-            for j, o in enumerate(self._ops)
+            for j, (name, var, (forward, region, scope)) in enumerate(zip(self._oname, self._ovar, self._owhere))
         ]
         edges: list[Edge] = []
-        for j, o in enumerate(self._ops):
-            for input_nr, k, output_nr in o.next:
+        onext = self._onext
+        for j in range(len(ops)):
+            for input_nr, k, output_nr in onext.get(j, ()):
                 edges.append(Edge(f"op{j}", f"op{k}", "next", input_nr, output_nr))
         for j, in_ids in self._inputs:
             for input_nr, i in enumerate(in_ids):
                 edges.append(Edge(f"t{i}", f"op{j}", "input", input_nr, 0))
-        for i, rec in enumerate(self._tensors):
-            if rec.op is not None:
-                edges.append(Edge(f"op{rec.op}", f"t{i}", "output", 0, rec.output_nr))
-            if rec.detached_from is not None:
-                edges.append(Edge(f"t{rec.detached_from}", f"t{i}", "detach"))
+        for i, f in enumerate(self._facts):
+            if f[_OP] is not None:
+                edges.append(Edge(f"op{f[_OP]}", f"t{i}", "output", 0, f[_OUTPUT_NR]))
+            if f[_DETACHED_FROM] is not None:
+                edges.append(Edge(f"t{f[_DETACHED_FROM]}", f"t{i}", "detach"))
         roots = [f"t{i}" for i in self._roots]
         if not roots:
             consumed = {e.src for e in edges if e.kind in ("input", "detach")}
