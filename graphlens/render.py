@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
 import html
 import os
@@ -855,6 +856,32 @@ def _topological(nodes: list[_Node], edges: list[_Edge]) -> list[_Node]:
     return [nodes[i] for i in order]
 
 
+_QUOTED: dict[str, str] = {}
+
+
+def _quote(value: str) -> str:
+    """graphviz's own quoting of a DOT id or value, remembered (values repeat a lot)."""
+    quoted = _QUOTED.get(value)
+    if quoted is None:
+        quoted = graphviz.quoting.quote(value)
+        if len(_QUOTED) < 8192:
+            _QUOTED[value] = quoted
+    return quoted
+
+
+def _attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
+    """`` [label=... key=value ...]`` exactly as graphviz writes it: the label first,
+    then the other attributes sorted by name; HTML-like labels as they are."""
+    parts = []
+    if label is not None:
+        parts.append("label=" + (label if label[:1] == "<" and label[-1:] == ">" else _quote(label)))
+    for key in sorted(attrs):
+        value = attrs[key]
+        if value is not None:
+            parts.append(f"{_quote(key)}={_quote(value)}")
+    return " [" + " ".join(parts) + "]" if parts else ""
+
+
 def _emit(graph: Graph, nodes: list[_Node], edges: list[_Edge], o: _Options, name: str) -> graphviz.Digraph:
     dot = graphviz.Digraph(
         name=name,
@@ -870,25 +897,28 @@ def _emit(graph: Graph, nodes: list[_Node], edges: list[_Edge], o: _Options, nam
         edge_attr={"fontname": FONT, "fontsize": "9", "color": "#444444", "arrowsize": "0.7"},
     )
     nodes = _topological(nodes, edges)
+    body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
     regions: dict[str, list[_Node]] = {}
     for n in nodes:
         if n.region:
             regions.setdefault(n.region, []).append(n)
     for n in nodes:
         if not n.region:
-            dot.node(n.id, n.label, **n.attrs)
+            body.append(f"\t{_quote(n.id)}{_attr_list(n.label, n.attrs)}\n")
     for region, members in regions.items():
         kind = region.partition("#")[0]
         cid = "cluster_" + "".join(c if c.isalnum() else "_" for c in region)
-        with dot.subgraph(name=cid) as sub:
-            sub.attr(style="dashed,rounded", color=REGION)
-            # The title is a node of its own above the region's first node, so that no
-            # edge is ever drawn across it (a cluster label would be).
-            title = cid.removeprefix("cluster_")
-            sub.node(title, kind, shape="plaintext", fontcolor=REGION, fontsize="10", height="0.2", margin="0")
-            for n in members:
-                sub.node(n.id, n.label, **n.attrs)
-            sub.edge(title, members[0].id, style="invis")
+        body.append(f"\tsubgraph {cid} {{\n")
+        body.append(f"\t\t{_attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n")
+        # The title is a node of its own above the region's first node, so that no
+        # edge is ever drawn across it (a cluster label would be).
+        title = cid.removeprefix("cluster_")
+        title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
+        body.append(f"\t\t{_quote(title)}{_attr_list(kind, title_attrs)}\n")
+        for n in members:
+            body.append(f"\t\t{_quote(n.id)}{_attr_list(n.label, n.attrs)}\n")
+        body.append(f"\t\t{_quote(title)} -> {_quote(members[0].id)}{_attr_list(None, {'style': 'invis'})}\n")
+        body.append("\t}\n")
     backward = o.direction == "backward"
     for e in edges:
         attrs = dict(e.attrs)
@@ -900,15 +930,17 @@ def _emit(graph: Graph, nodes: list[_Node], edges: list[_Edge], o: _Options, nam
             attrs["dir"] = "back"
         if e.hl:
             attrs.update(color=HIGHLIGHT, penwidth="2.5")
-        dot.edge(e.src, e.dst, **attrs)
+        label = attrs.pop("label", None)
+        body.append(f"\t{_quote(e.src)} -> {_quote(e.dst)}{_attr_list(label, attrs)}\n")
     for rank in ("min", "max"):
         ids = [n.id for n in nodes if n.rank == rank and not n.region]
         if ids:
-            dot.body.append("\t{rank=" + rank + "; " + "; ".join(ids) + "}\n")
+            body.append("\t{rank=" + rank + "; " + "; ".join(ids) + "}\n")
     if o.legend:
         legend = _legend(nodes, edges, graph, o)
         if legend is not None:
-            dot.node("legend", legend, shape="box", style="rounded", color="#cccccc", fontsize="9", margin="0.05")
+            legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
+            body.append(f"\tlegend{_attr_list(legend, legend_attrs)}\n")
     return dot
 
 
@@ -954,6 +986,16 @@ def to_dot(
     True
     """
     graph = _check_graph(graph, "to_dot")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # drawing makes many small objects; torch alone holds ~200k tracked ones
+    try:
+        return _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, max_nodes, depth, name)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, max_nodes, depth, name):
     hl_nodes, hl_edges = _check_highlight(graph, highlight)
     o = _Options(
         view=_check_choice("view", view, VIEWS),
