@@ -57,6 +57,23 @@ def _tensors_in(obj: Any, out: list) -> None:
                 out.extend(i for i in item if isinstance(i, _Tensor))
 
 
+def _grad_fn(t: _Tensor) -> Any:
+    """``t.grad_fn``, or None where PyTorch refuses to give it (a view made in no_grad
+    whose base was changed in place since): graphlens must not fail where torch works."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+def _readable(t: _Tensor) -> bool:
+    try:
+        t.grad_fn
+    except RuntimeError:
+        return False
+    return True
+
+
 def _sequence_now() -> int:
     """The autograd sequence number the next backward node made on this thread will get."""
     with torch.enable_grad():
@@ -137,6 +154,7 @@ class Trace:
         self._refs: list[weakref.ref] = []
         self._facts: list[tuple] = []
         self._tnames: list[str | None] = []
+        self._values: dict[int, Any] = {}  # record -> value read when made (small tensors only)
         self._stale: set[int] = set()  # records replaced by a newer version of their tensor
         self._flowed: list[tuple[int, int, Any]] = []  # (record, backward pass, what flowed)
         # Op records, by index (parallel lists of plain values).
@@ -288,12 +306,21 @@ class Trace:
         if old is not None and refs[old]() is t:
             self._stale.add(old)
             name = self._tnames[old]
-        refs.append(weakref.ref(t))
-        self._facts.append((
-            tuple(t.shape), t.dtype, t.device, t.is_leaf, t.requires_grad, t._version, t._is_view(),
+        try:
+            is_leaf = t.is_leaf
+        except RuntimeError:  # a view torch will not describe (see _grad_fn): no graph of its own
+            is_leaf = True
+        facts = (
+            tuple(t.shape), t.dtype, t.device, is_leaf, t.requires_grad, t._version, t._is_view(),
             isinstance(t, _Parameter), op, output_nr, detached_from, region,
             None if external or not self._scopes else self._scopes[-1],
-        ))
+        )
+        if self._max > 0 and t.numel() <= self._max:
+            # Small tensors keep their value as made: the record outlives the tensor, and
+            # an older version (before an in-place op) shows what it held then.
+            self._values[i] = read_head(t, self._max)
+        refs.append(weakref.ref(t))
+        self._facts.append(facts)
         self._tnames.append(name)
         self._by_id[key] = i
         return i
@@ -306,7 +333,7 @@ class Trace:
             if f[_REQUIRES_GRAD] or (f[_OP] is not None and self._oname[f[_OP]] is not None):
                 return i
             return self._adopted(t, i) if t._version == f[_VERSION] else i
-        fn = t.grad_fn
+        fn = _grad_fn(t)
         if fn is None:
             return self._new_tensor(t, None, 0, None, None, external=True)
         op = self._op_of(fn, None)
@@ -320,7 +347,7 @@ class Trace:
         node since, as autograd does to what a custom ``Function.forward`` returns (its
         body runs without grad; ``Function.apply`` is not seen by the mode): a new version
         of the tensor, produced by that node."""
-        fn = t.grad_fn
+        fn = _grad_fn(t)
         if fn is None:
             return i
         op = self._op_of(fn, None)
@@ -394,12 +421,12 @@ class Trace:
             i = by_id.get(id(t))
             if i is not None and i in in_ids and refs[i]() is t:
                 f = facts[i]
-                if f[_VERSION] == t._version and (f[_OP] is None) == (t.grad_fn is None):
+                if f[_VERSION] == t._version and (f[_OP] is None) == (_grad_fn(t) is None):
                     continue
             fresh.append(t)
         if not fresh:
             return
-        fn = fresh[0].grad_fn
+        fn = _grad_fn(fresh[0])
         if fn is None and not in_ids:  # a factory (torch.tensor, randn, ...): a plain leaf
             for t in fresh:
                 self._new_tensor(t, None, 0, None, region)
@@ -414,7 +441,7 @@ class Trace:
         self._inputs.append((op, in_ids))
         outputs = self._oout[op]
         for k, t in enumerate(fresh):
-            nr = t.output_nr if fn is not None and t.grad_fn is fn else k
+            nr = t.output_nr if fn is not None and _grad_fn(t) is fn else k
             outputs[nr] = self._new_tensor(t, op, nr, None, region)
 
     def _scan_names(self) -> None:
@@ -501,7 +528,7 @@ class Trace:
                     i = self._input(t)
                     if i not in self._roots:
                         self._roots.append(i)
-            visited = self._complete([t.grad_fn for t in roots if isinstance(t, _Tensor)])
+            visited = self._complete([_grad_fn(t) for t in roots if isinstance(t, _Tensor)])
             if self._grads:
                 handles = self._hook(visited)
             del visited
@@ -561,7 +588,12 @@ class Trace:
                 gc.enable()
 
     def _build_paused(self) -> Graph:
-        stale = self._stale
+        stale = set(self._stale)
+        for i, ref in enumerate(self._refs):  # tensors torch will not describe any more
+            t = ref()
+            if t is not None and i not in stale and not _readable(t):
+                stale.add(i)
+        t = None
         for i in range(len(self._refs)):
             f = self._facts[i]
             if i not in stale and not f[_REQUIRES_GRAD] and (f[_OP] is None or self._oname[f[_OP]] is None):
@@ -610,10 +642,11 @@ class Trace:
                     node = tensor_node(t, tid, name, output_nr=f[_OUTPUT_NR], max_elements=self._max, scope=scope, **extra)
                     refs[tid] = ref
                 else:
+                    made = self._values.get(i)
                     node = TensorNode(
                         tid, name, f[_SHAPE], dtype_name(f[_DTYPE]), str(f[_DEVICE]), f[_IS_LEAF], f[_REQUIRES_GRAD],
                         version=f[_VERSION], is_view=f[_IS_VIEW], output_nr=f[_OUTPUT_NR], is_parameter=f[_IS_PARAM],
-                        scope=scope, **extra,
+                        value=None if made is None else format_head(made), scope=scope, **extra,
                     )
                 tensors.append(node)
             t = None

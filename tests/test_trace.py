@@ -228,3 +228,35 @@ def test_misuse_gets_clear_errors():
         gl.trace(names=["w"])
     with pytest.raises(TypeError, match="module must be an nn.Module"):
         gl.trace(module=torch.ones(1))
+
+
+def test_small_tensors_keep_the_value_they_were_made_with(collect):
+    """A small tensor's value is read when it is made: unnamed freed ones and older versions keep it."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        h = w * 2
+        h.add_(1)
+        loss = (torch.exp(w) * 0).sum()  # the exp result is never named and dies at once
+    collect()
+    g = tr.graph()
+    old, new = g.find_all("h")
+    assert (old.value, new.value) == ("[2, 4]", "[3, 5]")
+    exp_out = next(t for t in g.tensors if t.op and g.producer(t).forward == "exp")
+    assert exp_out.name is None and exp_out.value == "[2.718, 7.389]"
+    del loss
+
+
+def test_trace_tolerates_a_view_torch_refuses_to_describe():
+    """A view made in no_grad whose base changed in place makes torch refuse grad_fn; trace still works."""
+    w0 = torch.tensor([1.0], requires_grad=True)
+    with gl.trace() as tr:
+        with torch.no_grad():
+            h0 = w0[0]
+            h0.add_(1.0)
+        loss0 = w0.sum()
+        loss0.backward()
+    g = tr.graph()
+    assert g.find("w0").grad == "[1]" and torch.equal(w0.grad, torch.ones(1))
+    assert g.find_all("h0")[-1].region == "no_grad#0"
+    with pytest.raises(RuntimeError):
+        h0.grad_fn  # noqa: B018 - torch itself refuses
