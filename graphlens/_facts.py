@@ -199,8 +199,8 @@ def _describe(value: Any) -> str:
 
 
 def saved_attributes(fn: Any) -> tuple[tuple[str, str], ...]:
-    """Each ``_saved_*`` attribute of a backward node with a summary, ``"freed"`` once
-    backward released it (reading it then raises in PyTorch)."""
+    """Each ``_saved_*`` attribute of a backward node with a summary: ``"freed"`` once
+    backward released it, ``"modified in place"`` when it changed after it was saved."""
     return read_saved(fn)[0]
 
 
@@ -208,6 +208,16 @@ def _holds_tensor(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         return True
     return isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value)
+
+
+#: How a saved tensor that was changed in place since it was saved is summarised.
+MODIFIED_IN_PLACE = "modified in place"
+
+
+def _unreadable_saved(exc: RuntimeError) -> str:
+    """``"freed"`` when backward released the saved tensor; ``"modified in place"``
+    when it was changed after it was saved (backward would then fail)."""
+    return MODIFIED_IN_PLACE if "modified by an inplace operation" in str(exc) else "freed"
 
 
 def read_saved(fn: Any, previous: tuple | None = None, volatile: tuple = ()) -> tuple[tuple, tuple]:
@@ -231,8 +241,8 @@ def read_saved(fn: Any, previous: tuple | None = None, volatile: tuple = ()) -> 
                 continue
             try:
                 out[k] = (short, _describe(getattr(fn, attr)))
-            except RuntimeError:
-                out[k] = (short, "freed")
+            except RuntimeError as exc:
+                out[k] = (short, _unreadable_saved(exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
                 out[k] = (short, f"<unreadable: {type(exc).__name__}>")
@@ -244,8 +254,10 @@ def read_saved(fn: Any, previous: tuple | None = None, volatile: tuple = ()) -> 
         # (An empty slot may also be a tensor that was never saved: read it for real.)
         try:
             value = getattr(fn, attr)
-        except RuntimeError:
-            out.append((short, "freed"))
+        except RuntimeError as exc:
+            out.append((short, _unreadable_saved(exc)))
+            if "freed" not in out[-1][1]:
+                moving.append(k)
             continue
         except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
             out.append((short, f"<unreadable: {type(exc).__name__}>"))

@@ -264,3 +264,23 @@ def test_deep_chain_of_100k_ops_snapshots_and_frees_safely():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "freed" in proc.stdout
+
+
+def test_saved_tensor_changed_in_place_is_not_called_freed():
+    """A saved tensor changed in place after it was saved shows as 'modified in place', not 'freed'."""
+    w = torch.randn(3, requires_grad=True)
+    y = w.exp()
+    z = (y * 2).sum()
+    y.detach().zero_()  # the detached tensor shares y's storage and version counter
+    for g in (gl.snapshot(z),):
+        exp_op = next(o for o in g.ops if o.name == "ExpBackward0")
+        assert dict(exp_op.saved) == {"result": "modified in place"}
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.backward()
+    with gl.trace() as tr:
+        y2 = w.exp()
+        z2 = (y2 * 2).sum()
+        y2.detach().zero_()
+    exp_op = next(o for o in tr.graph().ops if o.name == "ExpBackward0")
+    assert dict(exp_op.saved) == {"result": "modified in place"}
+    del z2
