@@ -306,3 +306,15 @@ def _poisoned_view_snapshot():
 def test_snapshot_tolerates_an_unreadable_local():
     """snapshot() works when an unrelated local tensor refuses to show its grad_fn."""
     assert [o.name for o in _poisoned_view_snapshot().ops] == ["SumBackward0", "AccumulateGrad"]
+
+
+def test_law5_allows_nan_against_inf_where_a_derivative_is_infinite():
+    """sqrt at 0 gives inf in the summed pass and 0 * inf = nan in a pass with zero gradient there: law 5 holds."""
+    def program():
+        w0 = torch.tensor([[1.0, 1.0], [1.0, 0.0]], requires_grad=True)
+        first, second = w0.tanh().sqrt().unbind(0)
+        return second.sum(), first.sum()
+
+    from graphlens.laws import check
+
+    check(5, program)
