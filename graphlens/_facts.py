@@ -9,7 +9,10 @@ import torch
 
 from .graph import TensorNode
 
-__all__ = ["summarize", "read_head", "format_head", "dtype_name", "tensor_node", "saved_attributes", "read_saved", "check_roots", "flatten_tensors"]
+__all__ = [
+    "summarize", "read_head", "format_head", "dtype_name", "tensor_node", "version_of", "saved_attributes",
+    "read_saved", "check_roots", "flatten_tensors",
+]
 
 #: How many elements a value summary shows before it elides the rest.
 MAX_ELEMENTS = 6
@@ -105,6 +108,15 @@ def format_head(head: str | tuple) -> str:
     return f"[{body}]"
 
 
+def version_of(t: torch.Tensor) -> int:
+    """``t._version``, or -1 for a tensor that keeps no version counter (made in
+    ``torch.inference_mode()``: torch raises when asked)."""
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return -1
+
+
 def tensor_node(
     t: torch.Tensor,
     id: str,
@@ -127,7 +139,7 @@ def tensor_node(
         requires_grad=t.requires_grad,
         retains_grad=bool(t.retains_grad),
         grad=summarize(grad, max_elements),
-        version=int(t._version),
+        version=version_of(t),
         is_view=bool(t._is_view()),
         op=op,
         output_nr=int(t.output_nr) if output_nr is None else output_nr,

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._facts import MAX_ELEMENTS, dtype_name, format_head, read_head, read_saved, tensor_node
+from ._facts import MAX_ELEMENTS, dtype_name, format_head, read_head, read_saved, tensor_node, version_of
 from ._safety import guard_teardown
 from .graph import Edge, Graph, OpNode, TensorNode
 from .names import NameBook, frame_candidates, user_frame
@@ -311,7 +311,7 @@ class Trace:
         except RuntimeError:  # a view torch will not describe (see _grad_fn): no graph of its own
             is_leaf = True
         facts = (
-            tuple(t.shape), t.dtype, t.device, is_leaf, t.requires_grad, t._version, t._is_view(),
+            tuple(t.shape), t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             isinstance(t, _Parameter), op, output_nr, detached_from, region,
             None if external or not self._scopes else self._scopes[-1],
         )
@@ -332,7 +332,7 @@ class Trace:
             f = self._facts[i]
             if f[_REQUIRES_GRAD] or (f[_OP] is not None and self._oname[f[_OP]] is not None):
                 return i
-            return self._adopted(t, i) if t._version == f[_VERSION] else i
+            return self._adopted(t, i) if version_of(t) == f[_VERSION] else i
         fn = _grad_fn(t)
         if fn is None:
             return self._new_tensor(t, None, 0, None, None, external=True)
@@ -421,7 +421,7 @@ class Trace:
             i = by_id.get(id(t))
             if i is not None and i in in_ids and refs[i]() is t:
                 f = facts[i]
-                if f[_VERSION] == t._version and (f[_OP] is None) == (_grad_fn(t) is None):
+                if f[_VERSION] == version_of(t) and (f[_OP] is None) == (_grad_fn(t) is None):
                     continue
             fresh.append(t)
         if not fresh:
@@ -598,7 +598,7 @@ class Trace:
             f = self._facts[i]
             if i not in stale and not f[_REQUIRES_GRAD] and (f[_OP] is None or self._oname[f[_OP]] is None):
                 t = self._refs[i]()
-                if t is not None and t._version == f[_VERSION] and t.grad_fn is not None:
+                if t is not None and version_of(t) == f[_VERSION] and t.grad_fn is not None:
                     self._adopted(t, i)
         t = None
         alive = []

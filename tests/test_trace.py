@@ -260,3 +260,18 @@ def test_trace_tolerates_a_view_torch_refuses_to_describe():
     assert g.find_all("h0")[-1].region == "no_grad#0"
     with pytest.raises(RuntimeError):
         h0.grad_fn  # noqa: B018 - torch itself refuses
+
+
+def test_inference_mode_tensors_are_recorded_without_a_version():
+    """Tensors made in torch.inference_mode() keep no version counter; trace records them in their region."""
+    w = torch.randn(3, requires_grad=True)
+    with gl.trace() as tr:
+        with torch.inference_mode():
+            x = torch.randn(3)
+            y = x * 2
+        loss = (w * y.clone()).sum()
+        loss.backward()
+    g = tr.graph()
+    assert g.find("y").region == "inference_mode#0" and g.find("y").version == -1
+    assert g.find("w").grad is not None and g.find("loss").region is None
+    assert 'label=inference_mode' in g.to_dot().source
