@@ -76,7 +76,7 @@ def _readable(t: _Tensor) -> bool:
 
 def _sequence_now() -> int:
     """The autograd sequence number the next backward node made on this thread will get."""
-    with torch.enable_grad():
+    with torch.enable_grad(), torch._C.DisableTorchFunction():  # an enclosing trace must not see it
         probe = torch.zeros((), requires_grad=True).mul(1)
     return probe.grad_fn._sequence_nr() + 1
 
@@ -180,11 +180,11 @@ class Trace:
         self._last_lasti = -1
         self._mode: _Mode | None = None
         self._active = False
-        self._frozen: Graph | None = None
+        self._exited = False
 
     # -- context manager --------------------------------------------------------------
     def __enter__(self) -> "Trace":
-        if self._active or self._frozen is not None:
+        if self._active or self._exited:
             raise RuntimeError("a trace can be entered only once: use a new graphlens.trace() for each recording")
         self._frame = user_frame(1)
         self._first_seq = _sequence_now()
@@ -210,10 +210,10 @@ class Trace:
             self._mode = None
             try:
                 self._last_lasti = -1
-                self._scan_names()
-                self._frozen = self._build()
+                self._scan_names()  # the block's variables as they stand at its end
             finally:
                 self._frame = None
+                self._exited = True
         if self._explain_errors and isinstance(exc, RuntimeError):
             self._add_explanation(exc)
         return False
@@ -232,14 +232,18 @@ class Trace:
     # -- public ------------------------------------------------------------------------
     def graph(self) -> Graph:
         """The recorded graph: every tensor made inside the block, the ops between them,
-        detach cuts, no_grad regions and the gradients that flowed during backward."""
-        if self._frozen is not None:
-            return self._frozen
-        if not self._active:
+        detach cuts, no_grad regions and the gradients that flowed during backward.
+
+        Like :func:`graphlens.snapshot`, it describes the tensors as they are when it is
+        called: a backward run after the block shows in ``.grad`` (the gradients that
+        flowed are recorded only inside the block), and a tensor freed since keeps what
+        was recorded of it.  Each call builds a new graph."""
+        if not (self._active or self._exited):
             raise RuntimeError("nothing was traced yet: call graph() inside or after a 'with graphlens.trace() as tr:' block")
         with torch._C.DisableTorchFunction():  # reading values must not record itself
-            self._last_lasti = -1
-            self._scan_names()
+            if self._active:
+                self._last_lasti = -1
+                self._scan_names()
             return self._build()
 
     @property

@@ -275,3 +275,29 @@ def test_inference_mode_tensors_are_recorded_without_a_version():
     assert g.find("y").region == "inference_mode#0" and g.find("y").version == -1
     assert g.find("w").grad is not None and g.find("loss").region is None
     assert 'label=inference_mode' in g.to_dot().source
+
+
+def test_graph_reads_the_tensors_as_they_are_when_called():
+    """A backward run after the block shows in the next graph(); each call builds afresh."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = (w * 3).sum()
+    assert tr.graph().find("w").grad is None
+    y.backward()
+    assert tr.graph().find("w").grad == "[3, 3]" == gl.snapshot(y).find("w").grad
+    assert tr.graph().find("y").flowed == ()  # that backward ran outside the block
+
+
+def test_nested_traces_each_record_only_the_real_ops():
+    """An inner trace is seen by neither trace as an op; both record what ran inside them."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as outer:
+        a = w * 2
+        with gl.trace() as inner:
+            b = a * 3
+        c = b.sum()
+    assert [(t.name, g.producer(t).forward if t.op else None) for g in [outer.graph()] for t in g.tensors] == [
+        ("w", None), ("a", "mul"), ("b", "mul"), ("c", "sum"),
+    ]
+    assert [t.name for t in inner.graph().tensors] == ["a", "b"]
+    del c
