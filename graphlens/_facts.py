@@ -286,7 +286,8 @@ def _kind(obj: Any) -> str:
         return f"an nn.Module ({type(obj).__name__})"
     if isinstance(obj, torch.optim.Optimizer):
         return f"an optimizer ({type(obj).__name__})"
-    return f"a {type(obj).__name__}"
+    name = type(obj).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def flatten_tensors(obj: Any, where: str, out: list, *, depth: int = 0) -> None:

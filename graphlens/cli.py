@@ -273,7 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help(sys.stderr)
         return 2
-    return int(run(args))
+    try:
+        return int(run(args))
+    except BrokenPipeError:  # `graphlens check --json | head`: the reader left; not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -217,6 +217,8 @@ class Graph:
     def find(self, name: str) -> TensorNode | OpNode:
         """The tensor named ``name`` (the latest one when a name was reused), else the op
         with that id, backward name or forward name (the first one in traversal order)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str like 'w' or 'op3', not {type(name).__name__}")
         for t in reversed(self._tensors):
             if t.name == name:
                 return t

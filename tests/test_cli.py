@@ -129,3 +129,15 @@ def test_python_dash_m_graphlens_check_runs_as_a_real_process():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every verdict is the one expected" in proc.stdout
     assert "erratum.nograd" in proc.stdout and "\033[" not in proc.stdout
+
+
+def test_closed_pipe_is_not_an_error():
+    """`graphlens check --json | head -1` exits quietly when the reader stops early."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"{sys.executable} -m graphlens check --json --evidence | head -1", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.strip() == "{"
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr

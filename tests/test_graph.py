@@ -98,3 +98,12 @@ def test_graph_draws_itself_through_render(tmp_path):
         return
     assert "<svg" in bundle["image/svg+xml"]
     assert g.render(tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_find_wants_a_string():
+    """find(None) or find(3) is a TypeError naming the argument, not a silent match."""
+    g = small_graph()
+    with pytest.raises(TypeError, match="name must be a str"):
+        g.find(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="name must be a str"):
+        g.find(3)  # type: ignore[arg-type]

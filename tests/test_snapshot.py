@@ -157,7 +157,7 @@ def test_tensor_without_grad_fn_is_one_node():
     "args, kwargs, words",
     [
         ((), {}, ["at least one root tensor", "snapshot(loss)"]),
-        ((3,), {}, ["root must be a torch.Tensor", "not a int"]),
+        ((3,), {}, ["root must be a torch.Tensor", "not an int"]),
         ((torch.nn.Linear(2, 2),), {}, ["nn.Module (Linear)", "snapshot(model(x))"]),
         (([torch.ones(1), "x"],), {}, ["root[1] must be a torch.Tensor", "not a str"]),
         ((torch.ones(1),), {"names": ["w"]}, ["names must be a dict"]),
