@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import torch
 
 from . import names as _names
-from ._facts import dtype_name
+from ._facts import dtype_name, summarize
 from .graph import Graph, OpNode, TensorNode
 from .names import frame_candidates, user_frame
 from .snapshot import snapshot
@@ -461,11 +461,16 @@ def _explain_live(tensor, root, *, names, optimizer, frame: FrameType | None, no
                 f"root must be the output tensor (e.g. the loss), a tuple of them, a Graph or a trace, not {type(root).__name__}"
             )
         guessed = False
+        if not roots:
+            held = _grad_already_there(tensor, candidates, names)
+            if held is not None:
+                return held
         if not roots and not no_frame_roots:
             outs = [t for _, t in candidates if t.grad_fn is not None and t.dim() == 0 and t is not tensor]
             outs = list({id(t): t for t in outs}.values())
             reaching = [t for t in outs if _reaches([t.grad_fn], tensor)]
-            roots = reaching[:1] or outs
+            # A root that reaches the tensor; else the only scalar output there is.
+            roots = reaching[:1] or (outs if len(outs) == 1 else [])
             guessed = bool(roots)
         hints: dict[str, Any] = {"guessed_root": guessed}
         extra: list[torch.Tensor] = []
@@ -502,6 +507,37 @@ def _explain_live(tensor, root, *, names, optimizer, frame: FrameType | None, no
         return _analyse(view, tid, root_ids, live=tensor, ran=ran, optimizer=optimizer, hints=hints)
     finally:
         candidates.clear()
+
+
+def _grad_already_there(tensor: torch.Tensor, candidates: list, names) -> Explanation | None:
+    """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
+    its value, and that it is the sum of every backward pass since it was last cleared."""
+    try:
+        keeps = tensor.is_leaf or tensor.retains_grad
+    except RuntimeError:
+        return None
+    grad = tensor.grad if keeps else None
+    if grad is None:
+        return None
+    name = next((n for n, t in candidates if t is tensor), None)
+    if names:
+        name = next((str(n) for n, t in names.items() if t is tensor), name)
+    who = name or "the tensor"
+    value = summarize(grad)
+    del grad
+    g = snapshot(tensor, names={who: tensor})
+    tid = g.roots[0].id
+    sentences = [
+        f"{who}.grad is set: {value}.",
+        f"It holds the sum of the gradients of every backward pass that reached {who} since its "
+        "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
+    ]
+    fix = (
+        f"If {who}.grad is larger than you expect (doubled, say), an earlier backward added to it: call "
+        f"optimizer.zero_grad() (or set {who}.grad = None) before each backward. Pass the loss as root, "
+        f"explain({who}, loss), to see the path the gradient takes."
+    )
+    return Explanation(("grad_ok",), sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
 
 
 def _snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:

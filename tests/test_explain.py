@@ -478,3 +478,26 @@ def test_to_dot_highlights_path():
     assert lit.source != plain.source
     assert e.to_dot(view="function").source
     assert all(p in e.graph for p in e.path)
+
+
+def test_a_grad_that_is_already_there_is_reported_with_its_value():
+    """With no root, a leaf holding .grad is answered grad_ok with the accumulated value, not a guess."""
+    other = (torch.tensor([5.0], requires_grad=True) * 2).sum()
+    p = torch.tensor([1.0], requires_grad=True)
+    (p * 2).sum().backward()
+    (p * 2).sum().backward()
+    e = explain(p)
+    assert e.reasons == ("grad_ok",) and e.tensor_name == "p"
+    assert "p.grad is set: [4]" in str(e) and "zero_grad" in str(e)
+    assert torch.equal(p.grad, torch.tensor([4.0]))
+    del other
+
+
+def test_no_guess_among_several_unrelated_outputs():
+    """With no root and several scalar outputs that do not use the tensor, explain does not pick one."""
+    q = torch.tensor([1.0], requires_grad=True)
+    s1 = (torch.ones(1, requires_grad=True) * 2).sum()
+    s2 = (torch.ones(1, requires_grad=True) * 3).sum()
+    e = explain(q)
+    assert "s1" not in str(e) and "s2" not in str(e)
+    assert "no root was given" in str(e)
