@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import warnings
 import weakref
 from functools import partial
 from types import FrameType
@@ -99,6 +100,27 @@ def _flow(targets: tuple, pass_nr: int, flowed: list, limit: int, grad_outputs: 
     return None
 
 
+def _as_user(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Call ``func``; a warning it raises is re-issued at the user's line, as it would be
+    without graphlens, rather than at the line of graphlens that made the call."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = func(*args, **kwargs)
+    if caught:
+        frame = user_frame(1)
+        for w in caught:
+            if frame is None:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                continue
+            env = frame.f_globals
+            warnings.warn_explicit(
+                w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
+                module=env.get("__name__"), registry=env.setdefault("__warningregistry__", {}), module_globals=env,
+            )
+        del frame
+    return out
+
+
 class _Mode(TorchFunctionMode):
     def __init__(self, owner: "Trace") -> None:
         super().__init__()
@@ -111,7 +133,8 @@ class _Mode(TorchFunctionMode):
         if func in _BACKWARDS:
             return self.run_backward(func, args, kwargs)
         if getattr(func, "__name__", "") in _PASS_THROUGH and func is not _DATA_GET:
-            return func(*args, **kwargs)
+            # e.g. reading .grad of a non-leaf: its warning must point at the user's line
+            return _as_user(func, args, kwargs)
         out = func(*args, **kwargs)
         self.record(func, args, kwargs, out)
         return out
@@ -536,7 +559,7 @@ class Trace:
             if self._grads:
                 handles = self._hook(visited)
             del visited
-            return func(*args, **kwargs)
+            return _as_user(func, args, kwargs)
         finally:
             for h in handles:
                 h.remove()

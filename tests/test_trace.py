@@ -301,3 +301,18 @@ def test_nested_traces_each_record_only_the_real_ops():
     ]
     assert [t.name for t in inner.graph().tensors] == ["a", "b"]
     del c
+
+
+def test_torch_warnings_inside_a_trace_point_at_the_users_line():
+    """Reading .grad of a non-leaf warns at the user's line, as without graphlens, not inside graphlens."""
+    import warnings
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace():
+        h = w * 2
+        h.sum().backward()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            h.grad  # noqa: B018 - the classic warning
+    (warning,) = [c for c in caught if "not a leaf" in str(c.message)]
+    assert warning.filename == __file__
