@@ -558,6 +558,8 @@ class Trace:
             visited = self._complete([_grad_fn(t) for t in roots if isinstance(t, _Tensor)])
             if self._grads:
                 handles = self._hook(visited)
+                if func is torch.autograd.grad:
+                    handles.extend(self._hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs")))
             del visited
             return _as_user(func, args, kwargs)
         finally:
@@ -566,6 +568,24 @@ class Trace:
             self._passes += 1
             if gc_was_enabled:
                 gc.enable()
+
+    def _hook_grad_inputs(self, inputs: Any) -> list:
+        """torch.autograd.grad hands leaf inputs their gradient without running their
+        AccumulateGrad node, so a tensor hook records what flows into each of them."""
+        found: list = []
+        _tensors_in(inputs, found)
+        pass_nr, flowed, limit = self._passes, self._flowed, self._max
+        handles = []
+        for t in found:
+            i = self._index_of(t)
+            if i is None or not t.is_leaf or not t.requires_grad:
+                continue
+
+            def note(grad, i=i):
+                flowed.append((i, pass_nr, "None" if grad is None else read_head(grad, limit)))
+
+            handles.append(t.register_hook(note))
+        return handles
 
     def _hook(self, visited: list[tuple[Any, int]]) -> list:
         """A pre-hook on each visited node that produced a recorded tensor, recording the

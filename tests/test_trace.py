@@ -135,8 +135,9 @@ def test_autograd_grad_inside_trace_records_flow():
         (gw,) = torch.autograd.grad(loss, [w])
     g = tr.graph()
     assert g.find("h").flowed == ("[1, 1]",)
+    assert g.find("w").flowed == ("[2, 4]",)  # handed to w without its AccumulateGrad node
     assert torch.equal(gw, 2 * w.detach())
-    assert w.grad is None
+    assert w.grad is None and not w._backward_hooks
 
 
 def test_module_scopes_and_parameter_names():
