@@ -711,9 +711,26 @@ def _remap_edges(edges: list[_Edge], alias: Mapping[str, str]) -> list[_Edge]:
     return out
 
 
+def _periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, int]:
+    """``(start, period, repeats)`` of the longest stretch of ``sigs`` that repeats one
+    pattern of up to ``max_period`` ops (the shortest pattern on ties)."""
+    best = (0, 1, 0)
+    for p in range(1, max_period + 1):
+        start = 0
+        for k in range(p, len(sigs) + 1):
+            if k == len(sigs) or sigs[k] != sigs[k - p]:
+                repeats = (k - start) // p
+                if repeats * p > best[1] * best[2]:
+                    best = (start, p, repeats)
+                start = k - p + 1 if k < len(sigs) else k
+    return best
+
+
 def _collapse_chains(nodes: list[_Node], edges: list[_Edge]) -> tuple[list[_Node], list[_Edge]]:
-    """Replace each run of >= MIN_CHAIN identical ops (and the unnamed tensors between
-    them), every member with one way in and one way out, by a single node."""
+    """Replace each long stretch of ops that repeats one pattern of up to four ops (a run
+    of one op, or the steps of a loop: ``mul, add, mul, add, ...``), together with the
+    unnamed tensors between them, every member with one way in and one way out, by a
+    single node, once the pattern repeats at least ``MIN_CHAIN`` times."""
     preds: dict[str, list[str]] = {}
     succs: dict[str, list[str]] = {}
     for e in edges:
@@ -729,46 +746,53 @@ def _collapse_chains(nodes: list[_Node], edges: list[_Edge]) -> tuple[list[_Node
 
     alias: dict[str, str] = {}
     new_nodes: dict[str, _Node] = {}
+    visited: set[str] = set()
     for n in nodes:
-        if n.id in alias or n.kind != "op" or not simple(n):
+        if n.id in visited or n.kind != "op" or not simple(n):
             continue
-        sig = n.sig
-        back = []
-        cur = n  # walk back
+        # The maximal linear run of simple nodes through n.
+        back, cur = [], n
         while True:
             p = by_id.get(preds[cur.id][0])
-            if p is None or p.id in alias or not simple(p) or p.sig not in ("", sig) or p is n:
+            if p is None or p.id in visited or not simple(p) or p is n:
                 break
             back.append(p)
             cur = p
         back.reverse()
-        run = back + [n]
-        cur = n
+        run, cur = back + [n], n
         while True:
-            s = by_id.get(succs[cur.id][0])
-            if s is None or s.id in alias or not simple(s) or s.sig not in ("", sig) or s is run[0]:
+            q = by_id.get(succs[cur.id][0])
+            if q is None or q.id in visited or not simple(q) or q is run[0]:
                 break
-            run.append(s)
-            cur = s
-        while run and run[0].kind != "op":
-            run.pop(0)
-        while run and run[-1].kind != "op":
-            run.pop()
-        n_ops = sum(1 for m in run if m.kind == "op")
-        if n_ops < MIN_CHAIN:
+            run.append(q)
+            cur = q
+        visited.update(m.id for m in run)
+        op_pos = [k for k, m in enumerate(run) if m.kind == "op"]
+        sigs = [run[k].sig for k in op_pos]
+        start, period, repeats = _periodic_segment(sigs)
+        if repeats < MIN_CHAIN:
             continue
-        cid = "chain_" + run[0].id
+        first, last = op_pos[start], op_pos[start + period * repeats - 1]
+        members = run[first:last + 1]
+        n_ops = period * repeats
+        cid = "chain_" + members[0].id
+        if period == 1:
+            head = f"{_esc(sigs[start])} <B>×{n_ops:,}</B>"
+            detail = f"chain of {n_ops:,} identical ops"
+        else:
+            head = f"({_esc(', '.join(sigs[start:start + period]))}) <B>×{repeats:,}</B>"
+            detail = f"{n_ops:,} ops repeating a pattern of {period}"
         label = (
-            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{_esc(sig)} <B>×{n_ops:,}</B></TD></TR>'
-            f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">chain of {n_ops:,} identical ops</FONT></TD></TR></TABLE>>'
+            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
+            f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
         )
-        attrs = dict(run[0].attrs)
+        attrs = dict(members[0].attrs)
         attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
         attrs.pop("tooltip", None)
-        node = _Node(cid, "chain", label, attrs, scope=run[0].scope)
-        node.members = tuple(m.id for m in run)
-        new_nodes[run[0].id] = node
-        for m in run:
+        node = _Node(cid, "chain", label, attrs, scope=members[0].scope)
+        node.members = tuple(m.id for m in members)
+        new_nodes[members[0].id] = node
+        for m in members:
             alias[m.id] = cid
     if not alias:
         return nodes, edges

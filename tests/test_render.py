@@ -498,3 +498,15 @@ def test_snapshot_of_a_model_collapses_by_parameter_names():
     # the ReLU between the two linears of block 0 lies inside block 0's box
     assert "ReluBackward0" not in source and "TanhBackward0" not in source
     assert "PowBackward0" in source  # the loss's own ops stay outside every box
+
+
+def test_a_loop_of_alternating_ops_collapses_into_one_pattern_node():
+    """2,000 ops alternating add and mul become one '(AddBackward0, MulBackward0) ×1,000' node."""
+    x = torch.randn(3, requires_grad=True)
+    y = x
+    for i in range(2000):
+        y = y * 1.001 if i % 2 else y + 0.001
+    source = to_dot(gl.snapshot(y.sum())).source
+    assert "(AddBackward0, MulBackward0) <B>×1,000</B>" in source
+    assert "2,000 ops repeating a pattern of 2" in source
+    assert source.count("[label") < 10
