@@ -390,6 +390,15 @@ def _data_scene(graph: Graph, o: _Options) -> tuple[list[_Node], list[_Edge]]:
     ops = graph.ops
     op_by_id = {op.id: op for op in ops}
     hidden = {op.id: op.variable for op in ops if op.is_accumulate_grad}  # AccumulateGrad -> its leaf (or None)
+    traced_calls: set[str] = set()
+    if graph.source == "trace":
+        # A trace recorded every call with its inputs: the backward nodes a call made
+        # inside itself (the TBackward0 of linear) are the engine's business, not data.
+        produces = {e.src for e in graph.edges if e.kind == "output"}
+        traced_calls = {op.id for op in ops if op.forward is not None}
+        for op in ops:
+            if op.forward is None and op.id not in produces and op.id not in hidden:
+                hidden[op.id] = None
     tensors = {t.id: t for t in graph.tensors}
 
     nodes: list[_Node] = [_tensor_node(t, o, chainable=True) for t in graph.tensors]
@@ -416,7 +425,7 @@ def _data_scene(graph: Graph, o: _Options) -> tuple[list[_Node], list[_Edge]]:
     # connect the ops directly, in forward direction.
     seen_pairs = {(e.src, e.dst) for e in edges}
     for e in graph.edges:
-        if e.kind != "next" or e.src in hidden:
+        if e.kind != "next" or e.src in hidden or e.src in traced_calls:
             continue
         target = op_by_id.get(e.dst)
         if target is None:

@@ -177,7 +177,7 @@ class Trace:
         self._refs: list[weakref.ref] = []
         self._facts: list[tuple] = []
         self._tnames: list[str | None] = []
-        self._values: dict[int, Any] = {}  # record -> value read when made (small tensors only)
+        self._values: dict[int, Any] = {}  # record -> head of its value when made (CPU tensors)
         self._stale: set[int] = set()  # records replaced by a newer version of their tensor
         self._flowed: list[tuple[int, int, Any]] = []  # (record, backward pass, what flowed)
         # Op records, by index (parallel lists of plain values).
@@ -342,9 +342,10 @@ class Trace:
             isinstance(t, _Parameter), op, output_nr, detached_from, region,
             None if external or not self._scopes else self._scopes[-1],
         )
-        if self._max > 0 and t.numel() <= self._max:
-            # Small tensors keep their value as made: the record outlives the tensor, and
-            # an older version (before an in-place op) shows what it held then.
+        if self._max > 0 and t.device.type == "cpu":
+            # A tensor keeps the head of its value as made: the record outlives the tensor,
+            # and an older version (before an in-place op) shows what it held then.  (Not
+            # on accelerators, where reading would wait for the device.)
             self._values[i] = read_head(t, self._max)
         refs.append(weakref.ref(t))
         self._facts.append(facts)
