@@ -162,6 +162,12 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return value
 
 
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
 def _check_count(name: str, value: Any, *, allow_none: bool, minimum: int) -> int | None:
     if value is None and allow_none:
         return None
@@ -1033,10 +1039,10 @@ def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max
     o = _Options(
         view=_check_choice("view", view, VIEWS),
         direction=_check_choice("direction", direction, DIRECTIONS),
-        legend=bool(legend),
-        values=bool(values),
-        grads=bool(grads),
-        saved=bool(saved),
+        legend=_check_flag("legend", legend),
+        values=_check_flag("values", values),
+        grads=_check_flag("grads", grads),
+        saved=_check_flag("saved", saved),
         max_elements=_check_count("max_elements", max_elements, allow_none=True, minimum=0),
         max_nodes=_check_count("max_nodes", max_nodes, allow_none=False, minimum=1),  # type: ignore[arg-type]
         depth=_check_count("depth", depth, allow_none=True, minimum=1),
@@ -1087,6 +1093,8 @@ def render(
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a file path like 'graph.svg', not {type(path).__name__}")
     out = Path(path)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist (create it first)")
     if format is None:
         suffix = out.suffix.lower().lstrip(".")
         if suffix not in FORMATS:

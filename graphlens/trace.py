@@ -164,6 +164,9 @@ class Trace:
             raise TypeError(
                 f"names must be a dict from name to tensor, e.g. names={{'w': w}}, not {type(names).__name__}"
             )
+        for flag, value in (("grads", grads), ("saved", saved), ("explain_errors", explain_errors)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{flag} must be True or False, not {value!r}")
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"module must be an nn.Module (the model whose parameters to name), not {type(module).__name__}")
         self._names = names

@@ -510,3 +510,12 @@ def test_a_loop_of_alternating_ops_collapses_into_one_pattern_node():
     assert "(AddBackward0, MulBackward0) <B>×1,000</B>" in source
     assert "2,000 ops repeating a pattern of 2" in source
     assert source.count("[label") < 10
+
+
+def test_flags_must_be_booleans_and_folders_must_exist(tmp_path):
+    """legend='no' is a TypeError (not a legend); a missing folder is named in a clear error."""
+    g = charts.chart(1)
+    with pytest.raises(TypeError, match="legend must be True or False, not 'no'"):
+        to_dot(g, legend="no")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        render(g, tmp_path / "missing" / "x.dot")

@@ -317,3 +317,9 @@ def test_torch_warnings_inside_a_trace_point_at_the_users_line():
             h.grad  # noqa: B018 - the classic warning
     (warning,) = [c for c in caught if "not a leaf" in str(c.message)]
     assert warning.filename == __file__
+
+
+def test_trace_flags_must_be_booleans():
+    """trace(explain_errors='yes') is a TypeError naming the option."""
+    with pytest.raises(TypeError, match="explain_errors must be True or False"):
+        gl.trace(explain_errors="yes")
