@@ -51,6 +51,12 @@ def run_script(body: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+def assert_freed(proc: subprocess.CompletedProcess) -> None:
+    """The child exited 0 after printing that the graph was freed."""
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "freed" in proc.stdout
+
+
 def crashed(proc: subprocess.CompletedProcess) -> bool:
     return proc.returncode in (-11, 139, -6, 134)
 
@@ -100,8 +106,7 @@ def test_snapshot_of_a_deep_graph_frees_safely_on_the_main_thread():
         print("freed", flush=True)
         """
     )
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert "freed" in proc.stdout
+    assert_freed(proc)
 
 
 @deep
@@ -127,8 +132,7 @@ def test_trace_and_backward_of_a_deep_graph_frees_safely():
         print("freed", flush=True)
         """
     )
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert "freed" in proc.stdout
+    assert_freed(proc)
 
 
 @deep
@@ -156,8 +160,7 @@ def test_walk_in_a_thread_warns_and_a_free_on_the_main_thread_is_safe():
         print("freed", flush=True)
         """
     )
-    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
-    assert "freed" in proc.stdout
+    assert_freed(proc)
 
 
 @deep
