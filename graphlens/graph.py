@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import weakref
+from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
-__all__ = ["TensorNode", "OpNode", "Edge", "Graph", "EDGE_KINDS", "SCHEMA_VERSION"]
+__all__ = ["TensorNode", "OpNode", "Edge", "Adjacency", "Graph", "EDGE_KINDS", "SCHEMA_VERSION"]
 
 #: Version of the JSON layout written by :meth:`Graph.to_dict`.
 SCHEMA_VERSION = 1
@@ -108,6 +109,57 @@ class Edge(NamedTuple):
     output_nr: int = 0
 
 
+class Adjacency(NamedTuple):
+    """Who is connected to whom in a :class:`Graph`, built once per graph and read-only.
+
+    Every mapping goes from a node id to a tuple of node ids (in edge order); a node with
+    no such neighbour is absent.  ``next`` is PyTorch's own backward direction (an op to
+    the ops in its ``next_functions``, by ``input_nr``); ``prev`` is its reverse; the
+    forward ones (``inputs``, ``consumers``, ``outputs``) come from ``input`` and
+    ``output`` edges; ``detached`` maps a tensor to the tensors ``detach()``-ed from it;
+    ``accumulate_grad`` maps a leaf tensor to the ``AccumulateGrad`` op that stores its
+    ``.grad`` (one id, not a tuple).
+    """
+
+    next: Mapping[str, tuple[str, ...]]
+    prev: Mapping[str, tuple[str, ...]]
+    inputs: Mapping[str, tuple[str, ...]]
+    consumers: Mapping[str, tuple[str, ...]]
+    outputs: Mapping[str, tuple[str, ...]]
+    detached: Mapping[str, tuple[str, ...]]
+    accumulate_grad: Mapping[str, str]
+
+
+def _build_adjacency(ops: tuple[OpNode, ...], edges: tuple[Edge, ...]) -> Adjacency:
+    lists: dict[str, dict[str, list[str]]] = {
+        k: {} for k in ("next", "prev", "inputs", "consumers", "outputs", "detached")
+    }
+    nxt, prev, ins, cons, outs, det = (lists[k] for k in lists)
+    ordered = sorted(edges, key=lambda e: e.input_nr)  # stable: ties keep edge order
+    for e in ordered:
+        kind = e.kind
+        if kind == "next":
+            nxt.setdefault(e.src, []).append(e.dst)
+        elif kind == "input":
+            ins.setdefault(e.dst, []).append(e.src)
+    for e in edges:
+        kind = e.kind
+        if kind == "next":
+            prev.setdefault(e.dst, []).append(e.src)
+        elif kind == "input":
+            cons.setdefault(e.src, []).append(e.dst)
+        elif kind == "output":
+            outs.setdefault(e.src, []).append(e.dst)
+        elif kind == "detach":
+            det.setdefault(e.src, []).append(e.dst)
+    acc: dict[str, str] = {}
+    for o in ops:
+        if o.variable is not None and o.is_accumulate_grad:
+            acc.setdefault(o.variable, o.id)
+    frozen = {k: MappingProxyType({n: tuple(v) for n, v in d.items()}) for k, d in lists.items()}
+    return Adjacency(accumulate_grad=MappingProxyType(acc), **frozen)
+
+
 def _record_from(cls, data: Mapping[str, Any]):
     names = set(cls._fields)
     unknown = sorted(set(data) - names)
@@ -130,7 +182,7 @@ class Graph:
     the program's tensors alive.  Two graphs are equal when their records are equal.
     """
 
-    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_refs", "__weakref__")
+    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_refs", "__weakref__")
 
     def __init__(
         self,
@@ -150,6 +202,7 @@ class Graph:
         self._roots: tuple[str, ...] = tuple(roots)
         self._source = source
         self._index: dict[str, TensorNode | OpNode] | None = None
+        self._adj: Adjacency | None = None
         self._refs = dict(refs or {})
 
     # -- the records ---------------------------------------------------------------
@@ -206,6 +259,8 @@ class Graph:
 
     def node(self, id: str) -> TensorNode | OpNode:
         """The record with this id (``t3``, ``op5``)."""
+        if not isinstance(id, str):
+            raise TypeError(f"id must be a str like 't3' or 'op5', not {type(id).__name__}")
         try:
             return self._lookup()[id]
         except KeyError:
@@ -235,14 +290,48 @@ class Graph:
         """Every tensor that was bound to ``name``, in the order they were made."""
         return tuple(t for t in self._tensors if t.name == name)
 
+    # -- adjacency (built once, on first use) -------------------------------------------
+    @property
+    def adjacency(self) -> Adjacency:
+        """The graph's neighbour tables (see :class:`Adjacency`), built once and cached."""
+        if self._adj is None:
+            self._adj = _build_adjacency(self.ops, self.edges)
+        return self._adj
+
+    def _id_of(self, node: Any, what: str, cls: type) -> str:
+        if isinstance(node, (TensorNode, OpNode)):
+            node = node.id
+        if not isinstance(node, str):
+            raise TypeError(f"{what} must be a node id like {'t3' if cls is TensorNode else 'op3'!r} or a {cls.__name__}, not {type(node).__name__}")
+        if not isinstance(self.node(node), cls):  # KeyError for an unknown id
+            raise ValueError(f"{what} {node!r} is not a {cls.__name__} of this graph")
+        return node
+
     def inputs(self, op: str | OpNode) -> tuple[Edge, ...]:
         """The ``next`` edges of an op (its ``next_functions``), ordered by ``input_nr``."""
-        op_id = op.id if isinstance(op, OpNode) else op
+        op_id = self._id_of(op, "op", OpNode)
         return tuple(sorted((e for e in self.edges if e.kind == "next" and e.src == op_id), key=lambda e: e.input_nr))
+
+    def next_ops(self, op: str | OpNode) -> tuple[OpNode, ...]:
+        """The ops in an op's ``next_functions``, ordered by ``input_nr`` (backward direction)."""
+        return tuple(self.node(i) for i in self.adjacency.next.get(self._id_of(op, "op", OpNode), ()))  # type: ignore[misc]
+
+    def consumers(self, tensor: str | TensorNode) -> tuple[OpNode, ...]:
+        """The ops that took this tensor as an input (forward direction)."""
+        return tuple(self.node(i) for i in self.adjacency.consumers.get(self._id_of(tensor, "tensor", TensorNode), ()))  # type: ignore[misc]
+
+    def outputs(self, op: str | OpNode) -> tuple[TensorNode, ...]:
+        """The recorded tensors an op produced."""
+        return tuple(self.node(i) for i in self.adjacency.outputs.get(self._id_of(op, "op", OpNode), ()))  # type: ignore[misc]
+
+    def accumulate_grad(self, tensor: str | TensorNode) -> OpNode | None:
+        """The ``AccumulateGrad`` op that stores a leaf's ``.grad``, or ``None``."""
+        op = self.adjacency.accumulate_grad.get(self._id_of(tensor, "tensor", TensorNode))
+        return None if op is None else self.node(op)  # type: ignore[return-value]
 
     def producer(self, tensor: str | TensorNode) -> OpNode | None:
         """The op that produced a tensor, or ``None`` for a tensor made directly."""
-        t = tensor if isinstance(tensor, TensorNode) else self.node(tensor)
+        t = self.node(self._id_of(tensor, "tensor", TensorNode))
         return None if t.op is None else self.node(t.op)  # type: ignore[union-attr,return-value]
 
     def tensor(self, id: str):
