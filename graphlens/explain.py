@@ -21,7 +21,6 @@ from .trace import Trace
 __all__ = ["explain", "explain_error", "Explanation", "GRAD_REASONS", "ERROR_REASONS", "REASONS"]
 
 # Snapshots taken on the user's behalf name tensors after the *user's* variables.
-_names.INTERNAL_MODULES.add(__name__)
 
 #: Reason codes of :func:`explain` for a tensor, with what each one means.  The first code of
 #: ``Explanation.reasons`` is the main reason; later codes add detail.
@@ -928,7 +927,7 @@ class _Context:
                             if self.root:
                                 break
                     del local
-            elif module not in _names.INTERNAL_MODULES and not module.startswith("graphlens."):
+            elif not _names.is_internal(module) and not module.startswith("graphlens."):
                 user = (frame, tb.tb_lineno)
             tb = tb.tb_next
         if user is not None:

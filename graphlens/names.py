@@ -9,24 +9,45 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-__all__ = ["NameBook", "user_frame", "frame_candidates", "INTERNAL_MODULES"]
+__all__ = ["NameBook", "user_frame", "frame_candidates", "is_internal", "INTERNAL_MODULES"]
 
-#: Modules whose frames are never "the caller" when names are inferred: graphlens's
-#: machinery (a module that calls snapshot on a user's behalf adds itself here).
-INTERNAL_MODULES = {"graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "contextlib"}
+#: Modules (and packages, with every module below them) whose frames are never "the
+#: caller" when names are inferred: graphlens's machinery.  The claims and demos are
+#: user programs and are not listed.
+INTERNAL_MODULES = frozenset({
+    "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
+    "graphlens._checks", "graphlens._safety", "graphlens.explain", "graphlens.replay", "contextlib",
+})
 _CO_OPTIMIZED = 0x1
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _MAX_CONTAINER = 64
 
 
+def is_internal(module: str | None) -> bool:
+    """Whether frames of ``module`` (a ``__name__``) belong to graphlens's machinery."""
+    if not module:
+        return False
+    if module in INTERNAL_MODULES:
+        return True
+    head = module.rpartition(".")[0]
+    while head:
+        if head in INTERNAL_MODULES:
+            return True
+        head = head.rpartition(".")[0]
+    return False
+
+
 def user_frame(depth: int = 1) -> FrameType | None:
     """The innermost frame, ``depth`` levels up, that is neither torch's nor one of
     :data:`INTERNAL_MODULES`."""
-    skip = {getattr(sys.modules.get(m), "__file__", None) for m in INTERNAL_MODULES}
     frame = sys._getframe(depth + 1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (filename in skip or filename.startswith(_TORCH_DIR)):
+        internal = filename.startswith(_TORCH_DIR) or (
+            # (a doctest runs in a copy of its module's globals, but it is user code)
+            not filename.startswith("<") and is_internal(frame.f_globals.get("__name__"))
+        )
+        if not internal:
             break
         frame = frame.f_back
     return frame

@@ -237,7 +237,7 @@ def test_name_string_and_graph_root():
 
 def test_snapshot_inside_explain_names_from_user_frame():
     """explain's internal snapshot takes names from the user's frame, not from graphlens's own."""
-    assert "graphlens.explain" in gl_names.INTERNAL_MODULES
+    assert gl_names.is_internal("graphlens.explain.grad") and not gl_names.is_internal("graphlens.claims.leaf")
     weights = torch.tensor([1.0, 2.0], requires_grad=True)
     hidden = weights * 2
     total = hidden.sum()
