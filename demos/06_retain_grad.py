@@ -28,8 +28,8 @@ def main(out):
     graph = tr.graph()
     for name in ("p1", "p2", "y1", "y2", "y3"):
         node = graph.find(name)
-        kept = node.grad if node.grad is not None else "None"
-        print(f"{name}.grad = {kept:24} gradient that flowed: {node.flowed[-1] if node.flowed else '-'}")
+        flowed = node.flowed[-1] if node.flowed else None
+        print(f"{name}.grad = {str(node.grad):24} gradient that flowed: {flowed if flowed is not None else '-'}")
     try:
         loss.backward()
     except RuntimeError as err:

@@ -25,10 +25,12 @@ Trace a program to see everything, including what autograd throws away:
 ...     loss = (h * h).sum()
 ...     loss.backward()
 >>> g = tr.graph()
->>> g.find("h").grad is None, g.find("h").flowed   # released by PyTorch, seen by graphlens
-(True, ('[6, 16]',))
->>> g.find("w").grad
-'[18, 64]'
+>>> g.find("h").grad is None, g.find("h").flowed[0].head   # released by PyTorch, seen by graphlens
+(True, (6.0, 16.0))
+>>> g.find("w").grad            # a Summary: numbers, printed compactly
+Summary((2,), 'float32', 2, head=(18.0, 64.0), min=18.0, max=64.0, mean=41.0)
+>>> print(g.find("w").grad)
+[18, 64]
 >>> g.find("y").detached_from == g.find("h").id
 True
 
@@ -40,7 +42,9 @@ from . import claims
 from .explain import Explanation, explain, explain_error
 from .graph import Edge, Graph, OpNode, TensorNode
 from .snapshot import snapshot
-from .trace import Trace, trace
+from .trace import Trace, set_error_explainer as _set_error_explainer, trace
+
+_set_error_explainer(explain_error)  # trace(explain_errors=True) reads errors through explain
 
 __all__ = [
     "snapshot",

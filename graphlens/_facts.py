@@ -1,16 +1,16 @@
-"""Reading facts off live tensors and backward nodes as short strings (no tensor is kept)."""
+"""Reading facts off live tensors and backward nodes as plain numbers (no tensor is kept)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .graph import TensorNode
+from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
 
 __all__ = [
-    "summarize", "read_head", "format_head", "dtype_name", "tensor_node", "version_of", "saved_attributes",
+    "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",
     "read_saved", "check_roots", "flatten_tensors",
 ]
 
@@ -30,58 +30,89 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
-def _num(v: Any) -> str:
-    cls = type(v)
-    if cls is float:
-        # format() already spells nan/inf as str() does; only -0.0 needs care.
-        return "0" if v == 0 else format(v, ".4g")
-    if cls is int or cls is bool:
-        return str(v)
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        if v == 0:
-            return "0"
-        return f"{v:.4g}"
-    if isinstance(v, complex):
-        return f"{v.real:.4g}{v.imag:+.4g}j"
-    return str(v)
+_FLOATING = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+_COMPLEX = {torch.complex64, torch.complex128}
+
+#: Tensors up to this many elements get min, max and mean read by a torch reduction
+#: when they are summarised (larger ones only when every element is in the head).
+STATS_LIMIT = 1 << 20
 
 
-def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS) -> str | None:
-    """A short, exact-enough text for a tensor's values: ``"[0.5, 1, 1.5]"``.
+def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS, *, stats: bool = True) -> Summary | None:
+    """A :class:`~graphlens.graph.Summary` of a tensor's values: shape, dtype, the first
+    ``max_elements`` numbers and, with ``stats``, min / max / mean.
 
-    Shows at most ``max_elements`` numbers (4 significant digits), then ``…`` and the
-    element count.  A 0-d tensor gives one number.  Never raises on odd tensors
-    (meta, sparse, quantized): it then gives the shape only.
+    Never raises on odd tensors (meta, sparse, quantized, nested): their values are then
+    not read (``head`` is ``None``).
     """
     if t is None:
         return None
-    return format_head(read_head(t, max_elements))
+    return make_summary(read_head(t, max_elements), t if stats else None)
 
 
-def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> str | tuple:
-    """The part of :func:`summarize` that reads the tensor: a finished text, or
-    ``(element count, first numbers)`` for :func:`format_head` to spell later (the
-    numbers are plain Python values, so nothing refers to the tensor)."""
+def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
+    """What :func:`summarize` reads while a program runs, cheaply: ``(shape, dtype,
+    numel, head)`` with ``head`` a tuple of Python numbers (``None``: not read), so
+    nothing refers to the tensor.  :func:`make_summary` turns it into a Summary later."""
     try:
-        if t.layout != _STRIDED or t.is_meta or t.is_quantized:
-            return f"<{dtype_name(t.dtype)}{list(t.shape)}>"
-        dim = t.dim()
-        if dim == 0:
-            return _num(t.item())
-        n = t.numel()
-        if max_elements <= 0 or n == 0:
-            return (n, ())
-        if n <= max_elements:
-            return (n, tuple(t.reshape(-1).tolist() if dim != 1 else t.tolist()))
-        return (n, tuple(_leading(t, max_elements).tolist()))
+        shape = shape_of(t)
+        dtype = t.dtype
     except Exception:  # noqa: BLE001 - a summary must never break the caller
-        return f"<{type(t).__name__}>"
+        return ((), "unknown", 0, None)
+    try:
+        if t.layout != _STRIDED or t.is_meta or t.is_quantized or t.is_nested:
+            return (shape, dtype, _numel(shape), None)
+        n = t.numel()
+        if not shape:
+            return (shape, dtype, n, (t.item(),))
+        if max_elements <= 0 or n == 0:
+            return (shape, dtype, n, ())
+        if n <= max_elements:
+            return (shape, dtype, n, tuple(t.reshape(-1).tolist() if len(shape) != 1 else t.tolist()))
+        return (shape, dtype, n, tuple(_leading(t, max_elements).tolist()))
+    except Exception:  # noqa: BLE001
+        return (shape, dtype, _numel(shape), None)
+
+
+def _numel(shape: tuple) -> int:
+    """The element count of a plain shape; -1 when a size is symbolic or ragged."""
+    if all(type(n) is int for n in shape):
+        return math.prod(shape)
+    return -1
+
+
+def _stats_from_head(head: tuple) -> tuple:
+    vals = [float(v) for v in head]
+    if not vals:
+        return (None, None, None)
+    if any(v != v for v in vals):
+        nan = float("nan")
+        return (nan, nan, nan)
+    try:
+        total = math.fsum(vals)
+    except (ValueError, OverflowError):  # inf + -inf is nan, finite overflow is inf, as in torch
+        total = sum(vals)
+    return (min(vals), max(vals), total / len(vals))
+
+
+def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
+    """A Summary from what :func:`read_head` read; min / max / mean come from the head
+    when it holds every element, else from ``live`` (a reduction) when it is given."""
+    shape, dtype, numel, head = read
+    name = dtype_name(dtype) if not isinstance(dtype, str) else dtype
+    lo = hi = mean = None
+    if head is not None and dtype not in _COMPLEX and dtype is not torch.bool:
+        if len(head) >= numel > 0:
+            lo, hi, mean = _stats_from_head(head)
+        elif live is not None and 0 < numel <= STATS_LIMIT:
+            try:
+                with torch._C.DisableTorchFunction(), torch.no_grad():
+                    lo_t, hi_t = torch.aminmax(live.detach())
+                    lo, hi = float(lo_t), float(hi_t)
+                    mean = float(live.detach().mean(dtype=torch.float64))
+            except Exception:  # noqa: BLE001 - stats are a bonus
+                lo = hi = mean = None
+    return Summary(shape, name, numel, head, lo, hi, mean)
 
 
 def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
@@ -97,15 +128,28 @@ def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
     return t[:k]
 
 
-def format_head(head: str | tuple) -> str:
-    """Spell what :func:`read_head` read: ``"[0.5, 1, 1.5]"``."""
-    if type(head) is str:
-        return head
-    n, values = head
-    body = ", ".join(map(_num, values))
-    if n > len(values):
-        body = (body + ", " if body else "") + f"… ({n} elements)"
-    return f"[{body}]"
+def shape_of(t: torch.Tensor) -> tuple:
+    """``t``'s sizes as plain values: ints, and the text of a symbolic or ragged size
+    (``"j1"`` of a jagged nested tensor, ``"?"`` where a strided nested tensor has none)."""
+    try:
+        return plain_shape(t.shape)
+    except RuntimeError:  # a strided nested tensor has no single size per dimension
+        out: list = []
+        for i in range(t.dim()):
+            try:
+                out.append(int(t.size(i)))
+            except RuntimeError:
+                out.append("?")
+        return tuple(out)
+
+
+def plain_shape(shape: Any) -> tuple:
+    """A shape with every symbolic size (``SymInt``) spelled as text, so it can be JSON."""
+    out = tuple(shape)
+    for n in out:
+        if type(n) is not int:
+            return tuple(n if type(n) is int else str(n) for n in out)
+    return out
 
 
 def version_of(t: torch.Tensor) -> int:
@@ -125,6 +169,7 @@ def tensor_node(
     op: str | None = None,
     output_nr: int | None = None,
     max_elements: int = MAX_ELEMENTS,
+    stats: bool = True,
     **extra: Any,
 ) -> TensorNode:
     """A :class:`TensorNode` with the facts of the live tensor ``t`` right now."""
@@ -132,24 +177,25 @@ def tensor_node(
     return TensorNode(
         id=id,
         name=name,
-        shape=tuple(t.shape),
+        shape=shape_of(t),
         dtype=dtype_name(t.dtype),
         device=str(t.device),
         is_leaf=t.is_leaf,
         requires_grad=t.requires_grad,
         retains_grad=bool(t.retains_grad),
-        grad=summarize(grad, max_elements),
+        grad=summarize(grad, max_elements, stats=stats),
         version=version_of(t),
         is_view=bool(t._is_view()),
         op=op,
         output_nr=int(t.output_nr) if output_nr is None else output_nr,
-        value=summarize(t, max_elements),
+        value=summarize(t, max_elements, stats=stats),
         is_parameter=isinstance(t, torch.nn.Parameter),
         **extra,
     )
 
 
 _SAVED_NAMES: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
+_SAVED_NAMES_LIMIT = 2048  # bounded: a program may define a new autograd.Function per step
 _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
 
 
@@ -165,55 +211,61 @@ def _saved_names(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
             for a in sorted(attrs)
             if a.startswith("_saved_")
         )
+        if len(_SAVED_NAMES) >= _SAVED_NAMES_LIMIT:
+            _SAVED_NAMES.clear()  # never keep every class of a long program alive
         _SAVED_NAMES[cls] = names
     return names
 
 
-def _released(fn: Any, raw: str | None) -> bool:
-    """Whether backward freed the saved tensor behind ``raw``, checked without the
-    exception (with its long message) that reading a freed attribute costs, ~9 µs.
-    Only for a slot known to have held a tensor: an empty slot with no unpack hook was
-    then freed; anything else (lists, tensors packed by saved-tensor hooks) is left to
-    a real read."""
+def _slot_state(fn: Any, raw: str | None) -> SavedState | None:
+    """What the raw saved slot(s) behind an attribute say without unpacking them:
+    ``HIDDEN`` when a saved-tensor hook packed them (unpacking would run the user's
+    unpack hook), ``FREED`` when backward released a tensor slot, else ``None`` (read
+    the attribute itself).  Reading a freed attribute would cost an exception, ~9 µs."""
     if raw is None or _SAVED_TENSOR is None:
-        return False
+        return None
     try:
         slot = getattr(fn, raw)
-        return type(slot) is _SAVED_TENSOR and slot.data is None and slot.unpack_hook is None
     except Exception:  # noqa: BLE001 - fall back to reading the attribute itself
-        return False
+        return None
+    slots = slot if isinstance(slot, (list, tuple)) else (slot,)
+    for one in slots:
+        if type(one) is _SAVED_TENSOR and one.unpack_hook is not None:
+            return HIDDEN
+    if type(slot) is _SAVED_TENSOR and slot.data is None:
+        return FREED
+    return None
 
 
-_INTS = {int}
-_PLAIN = (int, float, bool, complex)
+_NUMBERS = frozenset({int, float, bool, complex})
 
 
-def _describe(value: Any) -> str:
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A saved value that is not a tensor, as plain JSON-able data: numbers, tuples of
+    numbers, or a short text for anything else."""
     cls = type(value)
-    if cls is tuple or cls is list:
-        n = len(value)
-        if n > 4:
-            return f"{cls.__name__} of {n}"
-        if n and set(map(type, value)) <= _INTS:  # sizes, strides, dims: the common case
-            return "(" + ", ".join(map(str, value)) + ("," if n == 1 else "") + ")"
-    elif cls is int or value is None:
+    if cls is tuple or cls is list:  # sizes, strides, dims: the common case
+        if len(value) <= 8 and all(type(v) in _NUMBERS for v in value):
+            return tuple(value)
+    elif value is None or cls in _NUMBERS:
+        return value
+    if cls is str:
+        return value if cls is not str or len(value) <= 40 else value[:37] + "..."
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return str(value)
+    if isinstance(value, (tuple, list)) and depth == 0:
+        if len(value) > 8:
+            return f"{cls.__name__} of {len(value)}"
+        items = tuple(_plain(v, 1) for v in value)
+        if all(type(v) in (int, float, bool, complex) for v in items):
+            return items
+        return "(" + ", ".join(map(str, items)) + ("," if len(items) == 1 else "") + ")"
     if isinstance(value, torch.Tensor):
         return f"{dtype_name(value.dtype)}{list(value.shape)}"
-    if isinstance(value, (tuple, list)):
-        if len(value) > 4:
-            return f"{type(value).__name__} of {len(value)}"
-        return "(" + ", ".join(_describe(v) for v in value) + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, _PLAIN):
-        return _num(value)
+    if isinstance(value, torch.dtype):
+        return dtype_name(value)
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-def saved_attributes(fn: Any) -> tuple[tuple[str, str], ...]:
-    """Each ``_saved_*`` attribute of a backward node with a summary: ``"freed"`` once
-    backward released it, ``"modified in place"`` when it changed after it was saved."""
-    return read_saved(fn)[0]
 
 
 def _holds_tensor(value: Any) -> bool:
@@ -222,63 +274,92 @@ def _holds_tensor(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value)
 
 
-#: How a saved tensor that was changed in place since it was saved is summarised.
-MODIFIED_IN_PLACE = "modified in place"
+def _unreadable_saved(exc: RuntimeError) -> SavedState:
+    """``FREED`` when backward released the saved tensor; ``MODIFIED`` when it was
+    changed in place after it was saved (backward would then fail)."""
+    return MODIFIED if "modified by an inplace operation" in str(exc) else FREED
 
 
-def _unreadable_saved(exc: RuntimeError) -> str:
-    """``"freed"`` when backward released the saved tensor; ``"modified in place"``
-    when it was changed after it was saved (backward would then fail)."""
-    return MODIFIED_IN_PLACE if "modified by an inplace operation" in str(exc) else "freed"
+def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | None, previous: SavedEntry | None):
+    """``(entry, volatile)`` for one saved attribute; ``volatile`` when backward may
+    still change what it says (it holds a tensor)."""
+    state = _slot_state(fn, raw)
+    if state is not None:
+        keep = previous if previous is not None else None
+        if state is HIDDEN:
+            return SavedEntry(short, HIDDEN, keep.tensor if keep else None, keep.summary if keep else None), True
+        # (An empty slot may also be a tensor that was never saved: on a first read,
+        # read the attribute for real.)
+        if previous is not None:
+            return previous._replace(state=FREED), False
+    try:
+        value = getattr(fn, attr)
+    except RuntimeError as exc:
+        state = _unreadable_saved(exc)
+        prev = previous or SavedEntry(short)
+        return prev._replace(state=state), state is not FREED
+    except Exception:  # noqa: BLE001 - an odd attribute must not break the walk
+        prev = previous or SavedEntry(short)
+        return prev._replace(state=UNREADABLE), True
+    if isinstance(value, torch.Tensor):
+        tid = resolve(value, short) if resolve is not None else None
+        shape = shape_of(value)
+        summary = Summary(shape, dtype_name(value.dtype), _numel(shape), None)
+        return SavedEntry(short, LIVE, tid, summary), True
+    return SavedEntry(short, LIVE, None, None, _plain(value)), _holds_tensor(value)
 
 
-def read_saved(fn: Any, previous: tuple | None = None, volatile: tuple = ()) -> tuple[tuple, tuple]:
-    """``(summaries, volatile)``: :func:`saved_attributes` of ``fn`` and the positions
-    of the attributes that backward may still free (the ones holding tensors).
+def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are the same data: PyTorch hands back a saved tensor as a new
+    Python object, so identity is not enough (same memory, shape, strides and dtype)."""
+    if a is b:
+        return True
+    try:
+        return (
+            a.dtype == b.dtype and a.device == b.device and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr()
+        )
+    except Exception:  # noqa: BLE001 - sparse, nested or freed storage
+        return False
 
-    Given the ``previous`` summaries and ``volatile`` positions of the same node, only
+
+def saved_attributes(fn: Any, resolve: Callable | None = None) -> tuple[SavedEntry, ...]:
+    """One :class:`~graphlens.graph.SavedEntry` per ``_saved_*`` attribute of a backward
+    node.  A user's saved-tensor unpack hook is never run: such entries are ``HIDDEN``."""
+    return read_saved(fn, resolve=resolve)[0]
+
+
+def read_saved(
+    fn: Any, previous: tuple | None = None, volatile: tuple = (), *, resolve: Callable | None = None
+) -> tuple[tuple, tuple]:
+    """``(entries, volatile)``: :func:`saved_attributes` of ``fn`` and the positions of
+    the attributes that backward may still free (the ones holding tensors).
+
+    Given the ``previous`` entries and ``volatile`` positions of the same node, only
     those positions are read again: every other attribute is a plain value that never
-    changes, or is already freed.
+    changes, or is already freed.  ``resolve(tensor, name)`` gives the id of the tensor
+    node a saved tensor is, where known.
     """
+    names = _saved_names(fn)
     if previous is not None:
         if not volatile:
             return previous, volatile
-        names = _saved_names(fn)
         out = list(previous)
         still = []
         for k in volatile:
             attr, short, raw = names[k]
-            if _released(fn, raw):
-                out[k] = (short, "freed")
-                continue
-            try:
-                out[k] = (short, _describe(getattr(fn, attr)))
-            except RuntimeError as exc:
-                out[k] = (short, _unreadable_saved(exc))
-                continue
-            except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
-                out[k] = (short, f"<unreadable: {type(exc).__name__}>")
-            still.append(k)
+            out[k], moving = _entry(fn, attr, short, raw, resolve, previous[k])
+            if moving:
+                still.append(k)
         return tuple(out), tuple(still)
     out = []
-    moving = []
-    for k, (attr, short, _) in enumerate(_saved_names(fn)):
-        # (An empty slot may also be a tensor that was never saved: read it for real.)
-        try:
-            value = getattr(fn, attr)
-        except RuntimeError as exc:
-            out.append((short, _unreadable_saved(exc)))
-            if "freed" not in out[-1][1]:
-                moving.append(k)
-            continue
-        except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
-            out.append((short, f"<unreadable: {type(exc).__name__}>"))
-            moving.append(k)
-            continue
-        if _holds_tensor(value):
-            moving.append(k)
-        out.append((short, _describe(value)))
-    return tuple(out), tuple(moving)
+    moving_at = []
+    for k, (attr, short, raw) in enumerate(names):
+        entry, moving = _entry(fn, attr, short, raw, resolve, None)
+        out.append(entry)
+        if moving:
+            moving_at.append(k)
+    return tuple(out), tuple(moving_at)
 
 
 def _kind(obj: Any) -> str:

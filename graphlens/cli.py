@@ -9,6 +9,8 @@ import shutil
 import sys
 from typing import Callable, Sequence, TextIO
 
+from .claims.status import STATUS, STATUSES
+
 __all__ = [
     "main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color",
     "add_demo_command", "run_demo_command", "add_tour_command", "run_tour_command",
@@ -17,12 +19,9 @@ __all__ = [
 #: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
 EXIT_DRIFT = 1
 
+#: SGR colour codes: each verdict status's (see graphlens.claims.status), then the table's own marks.
 _COLORS = {
-    "holds": "32",  # green
-    "nuanced": "33",  # yellow
-    "refuted": "31",  # red
-    "erratum": "36",  # cyan
-    "error": "1;31",  # bold red
+    **{word: status.ansi for word, status in STATUS.items()},
     "drift": "1;35",  # bold magenta
     "dim": "2",
 }
@@ -91,7 +90,7 @@ def _select(prefixes: Sequence[str] | None):
 
 def _load_expected(path: str | None) -> tuple[dict | None, str, str | None]:
     """``(table, where it came from, error)``."""
-    from .claims import STATUSES, expected_range, expected_statuses
+    from .claims import expected_range, expected_statuses
 
     if path is None:
         return expected_statuses(), f"the table recorded for {expected_range()}", None
@@ -127,7 +126,7 @@ def run_check(args: argparse.Namespace, out: TextIO | None = None, err: TextIO |
         claims.Drift(v.id, None, v.status, v.summary) for v in verdicts if v.status == claims.ERROR
     ]
     by_id = {c.id: c for c in selected}
-    counts = {s: sum(v.status == s for v in verdicts) for s in claims.STATUSES}
+    counts = {s: sum(v.status == s for v in verdicts) for s in STATUSES}
     if args.json:
         doc = {
             "torch": torch.__version__,
@@ -160,7 +159,7 @@ def _print_table(verdicts, by_id, expected, drifts, counts, source, out: TextIO,
     drifted = {d.id for d in drifts}
     wid = max(len("claim"), *(len(v.id) for v in verdicts))
     sec = max(len("section"), *(len(by_id[v.id].section) for v in verdicts))
-    stw = max(len(s) for s in ("status", "nuanced", "erratum", "refuted"))
+    stw = max(len(s) for s in ("status", *STATUSES))
     width = shutil.get_terminal_size((0, 0)).columns if getattr(out, "isatty", lambda: False)() else 0
     room = width - (wid + sec + stw + 6) if width else 0
     print(f"{'claim':<{wid}}  {'section':<{sec}}  {'status':<{stw}}  observed", file=out)

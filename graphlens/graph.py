@@ -7,10 +7,18 @@ import weakref
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
-__all__ = ["TensorNode", "OpNode", "Edge", "Adjacency", "Graph", "EDGE_KINDS", "SCHEMA_VERSION"]
+from .values import (
+    FREED, HIDDEN, LIVE, MODIFIED, PRECISION, UNREADABLE, SavedEntry, SavedState, Summary, format_number,
+)
 
-#: Version of the JSON layout written by :meth:`Graph.to_dict`.
-SCHEMA_VERSION = 1
+__all__ = [
+    "Summary", "SavedState", "SavedEntry", "LIVE", "FREED", "MODIFIED", "HIDDEN", "UNREADABLE",
+    "TensorNode", "OpNode", "Edge", "Adjacency", "Graph", "EDGE_KINDS", "SCHEMA_VERSION", "PRECISION",
+    "format_number",
+]
+
+#: Version of the JSON layout written by :meth:`Graph.to_dict` (version 1 is still read).
+SCHEMA_VERSION = 2
 
 #: The kinds of :class:`Edge`, in the order they are documented.
 EDGE_KINDS = ("next", "input", "output", "detach")
@@ -19,10 +27,12 @@ EDGE_KINDS = ("next", "input", "output", "detach")
 class TensorNode(NamedTuple):
     """One tensor (a data node): what it looked like when the graph was captured.
 
-    ``grad`` is a short summary of ``tensor.grad`` when the tensor had one (a leaf
-    that requires grad after backward, or a non-leaf that called ``retain_grad()``).
-    ``flowed`` holds one summary per backward pass seen by :func:`graphlens.trace`:
-    the gradient that flowed into this tensor, even when PyTorch then threw it away.
+    ``value`` is a :class:`Summary` of the tensor's contents (numbers, not text);
+    ``grad`` one of ``tensor.grad`` when the tensor had one (a leaf that requires grad
+    after backward, or a non-leaf that called ``retain_grad()``).  ``flowed`` holds one
+    entry per backward pass seen by :func:`graphlens.trace`: a :class:`Summary` of the
+    gradient that flowed into this tensor, even when PyTorch then threw it away, or
+    ``None`` when none flowed in that pass.
     ``op`` is the id of the :class:`OpNode` that produced the tensor (its ``grad_fn``
     or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
     ``detached_from`` is the id of the tensor it was ``detach()``-ed from; ``region``
@@ -37,13 +47,13 @@ class TensorNode(NamedTuple):
     is_leaf: bool
     requires_grad: bool
     retains_grad: bool = False
-    grad: str | None = None
+    grad: Summary | None = None
     version: int = 0
     is_view: bool = False
     op: str | None = None
     output_nr: int = 0
-    value: str | None = None
-    flowed: tuple[str, ...] = ()
+    value: Summary | None = None
+    flowed: tuple[Summary | None, ...] = ()
     detached_from: str | None = None
     region: str | None = None
     is_parameter: bool = False
@@ -65,9 +75,9 @@ class OpNode(NamedTuple):
 
     ``name`` is the backward node's class name (``MulBackward0``, ``AccumulateGrad``),
     or ``None`` for a forward call that recorded no backward node (inside ``no_grad``,
-    or when no input required grad).  ``saved`` pairs each saved attribute with a
-    summary (``"freed"`` once backward released it).  ``variable`` is the tensor id of
-    an ``AccumulateGrad`` node's leaf.  ``region`` names the ``no_grad`` region the op
+    or when no input required grad).  ``saved`` holds one :class:`SavedEntry` per saved
+    attribute (its state says whether backward freed it).  ``variable`` is the tensor id
+    of an ``AccumulateGrad`` node's leaf.  ``region`` names the ``no_grad`` region the op
     ran in; ``scope`` is the dotted name of the innermost submodule that was running
     (traced with ``module=``), e.g. ``"layers.0.linear1"``.
     """
@@ -75,7 +85,7 @@ class OpNode(NamedTuple):
     id: str
     name: str | None
     forward: str | None = None
-    saved: tuple[tuple[str, str], ...] = ()
+    saved: tuple[SavedEntry, ...] = ()
     variable: str | None = None
     region: str | None = None
     scope: str | None = None
@@ -160,18 +170,60 @@ def _build_adjacency(ops: tuple[OpNode, ...], edges: tuple[Edge, ...]) -> Adjace
     return Adjacency(accumulate_grad=MappingProxyType(acc), **frozen)
 
 
-def _record_from(cls, data: Mapping[str, Any]):
-    names = set(cls._fields)
-    unknown = sorted(set(data) - names)
+def _check_fields(cls, data: Any) -> dict:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__}")
+    unknown = sorted(set(data) - set(cls._fields))
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s) {unknown} (must be among {sorted(names)})")
-    values = dict(data)
-    for key in ("shape", "flowed"):
-        if key in values and values[key] is not None:
-            values[key] = tuple(values[key])
-    if "saved" in values:
-        values["saved"] = tuple((str(k), str(v)) for k, v in values["saved"])
-    return cls(**values)
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown} (must be among {list(cls._fields)})")
+    return dict(data)
+
+
+def _tensor_from(data: Mapping[str, Any], schema: int) -> TensorNode:
+    values = _check_fields(TensorNode, data)
+    if values.get("shape") is not None:
+        values["shape"] = tuple(values["shape"])
+    if schema == 1:  # display strings: read the numbers back out of them
+        from ._json_v1 import summary_from_text as _summary_from_text
+
+        shape, dtype = values.get("shape", ()), values.get("dtype", "float32")
+        for key in ("value", "grad"):
+            values[key] = _summary_from_text(values.get(key), shape, dtype)
+        values["flowed"] = tuple(_summary_from_text(f, shape, dtype) for f in values.get("flowed") or ())
+    else:
+        for key in ("value", "grad"):
+            if values.get(key) is not None:
+                values[key] = Summary.from_dict(values[key])
+        values["flowed"] = tuple(None if f is None else Summary.from_dict(f) for f in values.get("flowed") or ())
+    try:
+        return TensorNode(**values)
+    except TypeError as exc:
+        raise ValueError(f"bad tensor record {dict(data)!r}: {exc}") from None
+
+
+def _op_from(data: Mapping[str, Any], schema: int) -> OpNode:
+    values = _check_fields(OpNode, data)
+    saved = values.get("saved") or ()
+    if schema == 1:
+        from ._json_v1 import saved_from_text as _saved_from_text
+
+        values["saved"] = tuple(_saved_from_text(str(k), str(v)) for k, v in saved)
+    else:
+        values["saved"] = tuple(SavedEntry.from_dict(e) for e in saved)
+    try:
+        return OpNode(**values)
+    except TypeError as exc:
+        raise ValueError(f"bad op record {dict(data)!r}: {exc}") from None
+
+
+def _edge_from(data: Mapping[str, Any]) -> Edge:
+    values = _check_fields(Edge, data)
+    if values.get("kind") not in EDGE_KINDS:
+        raise ValueError(f"unknown edge kind: {values.get('kind')!r} (must be one of {list(EDGE_KINDS)})")
+    try:
+        return Edge(**values)
+    except TypeError as exc:
+        raise ValueError(f"bad edge record {dict(data)!r}: {exc}") from None
 
 
 class Graph:
@@ -303,8 +355,9 @@ class Graph:
             node = node.id
         if not isinstance(node, str):
             raise TypeError(f"{what} must be a node id like {'t3' if cls is TensorNode else 'op3'!r} or a {cls.__name__}, not {type(node).__name__}")
-        if not isinstance(self.node(node), cls):  # KeyError for an unknown id
-            raise ValueError(f"{what} {node!r} is not a {cls.__name__} of this graph")
+        found = self.node(node)  # KeyError for an unknown id
+        if not isinstance(found, cls):
+            raise ValueError(f"{what} {node!r} is {'an op' if isinstance(found, OpNode) else 'a tensor'} of this graph, not {'an op' if cls is OpNode else 'a tensor'}")
         return node
 
     def inputs(self, op: str | OpNode) -> tuple[Edge, ...]:
@@ -392,45 +445,94 @@ class Graph:
     # -- JSON -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A plain dict of lists, strings and numbers (see :meth:`from_dict`)."""
-        def rec(r):
-            d = r._asdict()
-            for key in ("shape", "flowed"):
-                if key in d:
-                    d[key] = list(d[key])
-            if "saved" in d:
-                d["saved"] = [list(p) for p in d["saved"]]
+
+        def tensor(t: TensorNode) -> dict[str, Any]:
+            d = t._asdict()
+            d["shape"] = list(t.shape)
+            d["value"] = None if t.value is None else t.value.to_dict()
+            d["grad"] = None if t.grad is None else t.grad.to_dict()
+            d["flowed"] = [None if f is None else f.to_dict() for f in t.flowed]
+            return d
+
+        def op(o: OpNode) -> dict[str, Any]:
+            d = o._asdict()
+            d["saved"] = [e.to_dict() for e in o.saved]
             return d
 
         return {
             "schema": SCHEMA_VERSION,
             "source": self._source,
             "roots": list(self._roots),
-            "tensors": [rec(t) for t in self._tensors],
-            "ops": [rec(o) for o in self.ops],
-            "edges": [rec(e) for e in self.edges],
+            "tensors": [tensor(t) for t in self._tensors],
+            "ops": [op(o) for o in self.ops],
+            "edges": [e._asdict() for e in self.edges],
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The graph as JSON text; ``Graph.from_json(g.to_json()) == g``."""
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Graph":
-        """Rebuild a graph from :meth:`to_dict` output."""
+        """Rebuild a graph from :meth:`to_dict` output (schema 2, or 1 as written before).
+
+        The result is checked: a root, edge end, producer, detach source or leaf that
+        names no node, or an unknown edge kind, raises a ``ValueError`` that says which."""
         if not isinstance(data, Mapping):
             raise TypeError(f"data must be a dict as written by Graph.to_dict(), not {type(data).__name__}")
         schema = data.get("schema")
-        if schema != SCHEMA_VERSION:
-            raise ValueError(f"unsupported graph schema: {schema!r} (must be {SCHEMA_VERSION})")
-        return cls(
-            (_record_from(TensorNode, t) for t in data.get("tensors", ())),
-            (_record_from(OpNode, o) for o in data.get("ops", ())),
-            (_record_from(Edge, e) for e in data.get("edges", ())),
+        if schema not in (1, SCHEMA_VERSION):
+            raise ValueError(f"unsupported graph schema: {schema!r} (must be 1 or {SCHEMA_VERSION})")
+        for key in ("tensors", "ops", "edges", "roots"):
+            if not isinstance(data.get(key, ()), (list, tuple)):
+                raise ValueError(f"{key} must be a list, not {type(data.get(key)).__name__}")
+        source = data.get("source", "snapshot")
+        if source not in ("snapshot", "trace"):
+            raise ValueError(f"unknown source: {source!r} (must be one of ['snapshot', 'trace'])")
+        g = cls(
+            [_tensor_from(t, schema) for t in data.get("tensors", ())],
+            [_op_from(o, schema) for o in data.get("ops", ())],
+            [_edge_from(e) for e in data.get("edges", ())],
             data.get("roots", ()),
-            source=data.get("source", "snapshot"),
+            source=source,
         )
+        g._validate()
+        return g
+
+    def _validate(self) -> None:
+        tensor_ids = {t.id for t in self._tensors}
+        op_ids = {o.id for o in self.ops}
+        if len(tensor_ids) != len(self._tensors) or len(op_ids) != len(self.ops) or tensor_ids & op_ids:
+            raise ValueError("node ids must be unique across tensors and ops")
+        for r in self._roots:
+            if r not in tensor_ids:
+                raise ValueError(f"root {r!r} names no tensor of the graph")
+        ends = {"next": (op_ids, op_ids), "input": (tensor_ids, op_ids), "output": (op_ids, tensor_ids), "detach": (tensor_ids, tensor_ids)}
+        for e in self.edges:
+            srcs, dsts = ends[e.kind]
+            for end, ids in (("src", srcs), ("dst", dsts)):
+                value = getattr(e, end)
+                if value not in ids:
+                    raise ValueError(f"{e.kind} edge {e.src!r} -> {e.dst!r}: its {end} {value!r} names no {'op' if ids is op_ids else 'tensor'} of the graph")
+        for t in self._tensors:
+            if t.op is not None and t.op not in op_ids:
+                raise ValueError(f"tensor {t.id!r}: its op {t.op!r} names no op of the graph")
+            if t.detached_from is not None and t.detached_from not in tensor_ids:
+                raise ValueError(f"tensor {t.id!r}: detached_from {t.detached_from!r} names no tensor of the graph")
+        for o in self.ops:
+            if o.variable is not None and o.variable not in tensor_ids:
+                raise ValueError(f"op {o.id!r}: its variable {o.variable!r} names no tensor of the graph")
+            for entry in o.saved:
+                if entry.tensor is not None and entry.tensor not in tensor_ids:
+                    raise ValueError(f"op {o.id!r}: saved {entry.name!r} names no tensor {entry.tensor!r} of the graph")
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
-        """Rebuild a graph from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        """Rebuild a graph from :meth:`to_json` output (checked as :meth:`from_dict` says)."""
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TypeError(f"text must be a str of JSON as written by Graph.to_json(), not {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not graph JSON: {exc}") from None
+        return cls.from_dict(data)

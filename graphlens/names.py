@@ -9,7 +9,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-__all__ = ["NameBook", "user_frame", "frame_candidates", "is_internal", "INTERNAL_MODULES"]
+__all__ = ["NameBook", "user_frame", "frame_candidates", "is_internal", "INTERNAL_MODULES", "CALLER_NAME"]
 
 #: Modules (and packages, with every module below them) whose frames are never "the
 #: caller" when names are inferred: graphlens's machinery.  The claims and demos are
@@ -18,6 +18,9 @@ INTERNAL_MODULES = frozenset({
     "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
     "graphlens._checks", "graphlens._safety", "graphlens.explain", "graphlens.replay", "contextlib",
 })
+#: The name of the one-line function through which a trace calls torch at the user's
+#: line (so torch's warnings name that line): its frame looks like the user's, but is not.
+CALLER_NAME = "_graphlens_call"
 _CO_OPTIMIZED = 0x1
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _MAX_CONTAINER = 64
@@ -43,7 +46,7 @@ def user_frame(depth: int = 1) -> FrameType | None:
     frame = sys._getframe(depth + 1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        internal = filename.startswith(_TORCH_DIR) or (
+        internal = filename.startswith(_TORCH_DIR) or frame.f_code.co_name == CALLER_NAME or (
             # (a doctest runs in a copy of its module's globals, but it is user code)
             not filename.startswith("<") and is_internal(frame.f_globals.get("__name__"))
         )
@@ -78,8 +81,10 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
 def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> list[tuple[str, torch.Tensor]]:
     """The named tensors visible in ``frame``: its locals first, then its globals.
 
-    On Python < 3.13 reading ``f_locals`` of a function frame leaves a dict cached on
-    the frame that would keep every local alive; it is cleared again here.
+    On Python < 3.13 reading ``f_locals`` of a function frame fills a dict cached on the
+    frame, the very one ``locals()`` returns.  When nobody else holds that dict it is
+    emptied again, so it keeps no local alive; a dict the program holds (``d = locals()``)
+    is left as it is, never emptied.
     """
     if frame is None:
         return []
@@ -90,11 +95,18 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
         out.extend(_items(local_map))
     finally:
         if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            local_map.clear()
+            # References: the frame's cache, ``local_map`` and getrefcount's argument.
+            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
+                local_map.clear()
         del local_map
     if with_globals and is_function:
         out.extend(_items(frame.f_globals))
     return out
+
+
+#: ``sys.getrefcount`` of a frame's cached locals dict that only the frame holds (the
+#: frame, one local variable and the call's argument).
+_UNHELD_REFS = 3
 
 
 class NameBook:

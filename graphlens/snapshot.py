@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import gc
 import weakref
-from itertools import chain, compress
+from functools import partial
+from itertools import accumulate, chain, compress
 from operator import itemgetter, not_
 from typing import Any, Mapping
 
 import torch
 
-from ._facts import MAX_ELEMENTS, check_roots, saved_attributes, tensor_node
+from ._checks import check_count, check_optional_flag
+from ._facts import MAX_ELEMENTS, check_roots, same_data, saved_attributes, tensor_node
 from ._safety import guard_teardown
+from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
 from .names import NameBook, user_frame
 
@@ -30,7 +32,7 @@ def snapshot(
     ``roots`` are tensors, or tuples/lists/dicts of tensors as models return.  Tensors
     are named after ``names`` (``{"w": w}``), then the parameter names of ``module``,
     then the caller's variables.  The walk is iterative, so a 100,000-op chain is fine,
-    and it works after backward freed the saved tensors (they show as ``"freed"``).
+    and it works after backward freed the saved tensors (their entries say :data:`~graphlens.graph.FREED`).
     ``saved`` summarises each op's saved attributes; the default (``None``) does so for
     graphs of up to 5,000 nodes, where a diagram can still show them.
     The graph holds no tensor: only records and weak references.
@@ -45,6 +47,8 @@ def snapshot(
     (True, False)
     """
     pairs = check_roots("snapshot", roots)
+    check_optional_flag("saved", saved)
+    check_count("max_elements", max_elements)
     book = NameBook()
     try:
         book.add_explicit(names)
@@ -57,18 +61,25 @@ def snapshot(
 
 _first, _second = itemgetter(0), itemgetter(1)
 
+
+def _resolve(near: list, refs: dict, by_id: dict, value: torch.Tensor, _name: str) -> str | None:
+    """The tensor node a saved tensor is: one of the op's own inputs and outputs holding
+    the same data, else any recorded tensor that is the very same object."""
+    for tid in near:
+        t = refs[tid]()
+        if t is not None and same_data(t, value):
+            return tid
+    return by_id.get(id(value))
+
 #: With ``saved=None``, saved attributes are summarised for graphs up to this many nodes.
 SAVED_AUTO_LIMIT = 5_000
 
 
 def _walk(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # the walk makes many small objects; torch alone holds ~200k tracked ones
-    try:
+    # The walk makes many small objects (torch alone holds ~200k tracked ones); reading
+    # values must not be recorded by an enclosing trace (or a user's TorchFunctionMode).
+    with paused_gc(), torch._C.DisableTorchFunction():
         return _walk_paused(pairs, book, saved=saved, max_elements=max_elements)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
@@ -142,7 +153,21 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
                 add(t, name)
     if saved is None:
         saved = len(fns) <= SAVED_AUTO_LIMIT
-    saved_of = [saved_attributes(fn) for fn in fns] if saved else []
+    saved_of = []
+    if saved:
+        outputs_of: dict[int, list[str]] = {}
+        for (i, _nr), tid in by_output.items():
+            outputs_of.setdefault(i, []).append(tid)
+        starts = list(accumulate(counts, initial=0))
+        for i, fn in enumerate(fns):
+            near = list(outputs_of.get(i, ()))
+            for k in range(starts[i], starts[i + 1]):
+                c = child_ops[k]
+                if c is not None:
+                    tid = variables.get(c) or by_output.get((c, child_nrs[k]))
+                    if tid is not None:
+                        near.append(tid)
+            saved_of.append(saved_attributes(fn, partial(_resolve, near, refs, by_id)))
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special
 

@@ -1,6 +1,6 @@
 """Hypothesis strategies that draw small random autograd programs which print as runnable Python.
 
-A drawn :class:`~graphlens.laws.Program` makes a few leaves from literal values (some
+A drawn :class:`~graphlens.programs.Program` makes a few leaves from literal values (some
 requiring grad, some ``nn.Parameter``), applies a random sequence of operations
 (elementwise with broadcasting, reductions, matmul, views, indexing, cat/stack,
 multi-output ``split``/``unbind``/``chunk``, in-place ops, ``detach()``,
@@ -40,15 +40,12 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from .laws import LEAF_KINDS, Executed, Program, Step
+from .programs import LEAF_KINDS, OP_KINDS, Executed, Program, Step
 
 __all__ = ["VALUES", "OP_KINDS", "shapes", "leaves", "programs", "Program", "Step", "Executed"]
 
 #: The literal values leaves are made of (hypothesis shrinks towards the first one).
 VALUES = (1.0, -0.5, 2.0, 0.5, -1.0, 1.5, -2.0, 0.25, 3.0, 0.0)
-
-#: The families of operations a program draws from, simplest first.
-OP_KINDS = ("unary", "binary", "reduce", "view", "index", "matmul", "cat", "multi", "inplace", "detach", "retain_grad")
 
 _UNARY = (
     "{x}.tanh()", "torch.sigmoid({x})", "-{x}", "{x} * 0.5", "{x} + 1.0", "{x}.exp()", "{x}.sin()", "{x}.relu()",

@@ -13,6 +13,7 @@ import torch
 
 from . import __version__, claims
 from .charts import CHARTS
+from .claims.status import STATUS, STATUSES
 from .graph import Graph
 
 __all__ = ["SECTION_TITLES", "build_page", "write_tour"]
@@ -29,17 +30,8 @@ SECTION_TITLES = {
     "7": "The optimizer",
 }
 
-_STATUS_ORDER = ("holds", "nuanced", "refuted", "erratum", "error")
-_STATUS_TEXT = {
-    "holds": "torch behaves as the article says",
-    "nuanced": "true only under a condition the article leaves out",
-    "refuted": "the installed torch behaves otherwise",
-    "erratum": "a typo in the article's code: its spelling fails, the fix runs",
-    "error": "the check itself failed",
-}
-
 _CSS = """
-:root { --holds:#2e7d32; --nuanced:#b26a00; --refuted:#c62828; --erratum:#6a1b9a; --error:#616161; }
+:root { @STATUS_COLORS@ }
 * { box-sizing: border-box; }
 body { font: 16px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color:#1d1d1f;
        margin:0; background:#f6f7f9; }
@@ -57,8 +49,7 @@ nav ol { columns: 2; font-size: 15px; padding-left: 20px; }
 .claim-head { display:flex; justify-content:space-between; align-items:center; gap:12px; }
 .badge { border-radius:6px; padding:2px 10px; color:#fff; font-weight:700; font-size:13px;
          text-transform:uppercase; letter-spacing:.04em; white-space:nowrap; }
-.holds { background:var(--holds); } .nuanced { background:var(--nuanced); } .refuted { background:var(--refuted); }
-.erratum { background:var(--erratum); } .error { background:var(--error); }
+@STATUS_CLASSES@
 .statement { font-size: 17px; margin: 8px 0 6px; }
 .label { font-weight:600; color:#333; }
 .observed { white-space: pre-wrap; background:#f3f6f3; border-left:4px solid #9bbf9f; padding:8px 10px;
@@ -77,6 +68,15 @@ figcaption { color:#555; font-size:13px; }
 .nodiagram { color:#777; font-style: italic; font-size: 14px; }
 footer { color:#666; font-size:13px; padding: 30px 20px 40px; }
 """
+# each status's colour (graphlens.claims.status): a variable, and a class that paints a badge or chip
+_CSS = _CSS.replace("@STATUS_COLORS@", " ".join(f"--{s.word}:{s.color};" for s in STATUS.values())).replace(
+    "@STATUS_CLASSES@", " ".join(f".{s.word} {{ background:var(--{s.word}); }}" for s in STATUS.values())
+)
+
+
+def _meaning(status: str) -> str:
+    entry = STATUS.get(status)
+    return entry.meaning if entry is not None else ""
 
 
 def _esc(text: object) -> str:
@@ -112,7 +112,7 @@ def _claim_html(claim: claims.Claim, verdict: claims.Verdict) -> str:
     return f"""
 <article class="claim" id="{_esc(claim.id)}">
   <div class="claim-head"><h3>{_esc(claim.id)}</h3>
-    <span class="badge {_esc(verdict.status)}" title="{_esc(_STATUS_TEXT.get(verdict.status, ''))}">{_esc(verdict.status)}</span></div>
+    <span class="badge {_esc(verdict.status)}" title="{_esc(_meaning(verdict.status))}">{_esc(verdict.status)}</span></div>
   <p class="statement">{_esc(claim.statement)}</p>
   <div class="label">What torch did{chart}</div>
   <div class="observed">{_esc(verdict.observed)}</div>
@@ -131,11 +131,11 @@ def build_page(
     """The tour page for these verdicts (in article order), with the charts' graphs."""
     by_id = {v.id: v for v in verdicts}
     chosen = [c for c in claims.all() if c.id in by_id]
-    counts = {s: 0 for s in _STATUS_ORDER}
+    counts = {s: 0 for s in STATUSES}
     for v in by_id.values():
         counts[v.status] = counts.get(v.status, 0) + 1
     chips = "".join(
-        f'<span class="chip {s}" title="{_esc(_STATUS_TEXT[s])}">{counts[s]} {s}</span>' for s in _STATUS_ORDER if counts.get(s)
+        f'<span class="chip {s}" title="{_esc(STATUS[s].meaning)}">{counts[s]} {s}</span>' for s in STATUSES if counts.get(s)
     )
     sections = [s for s in SECTION_TITLES if any(c.section == s for c in chosen)]
     nav = "".join(
@@ -160,6 +160,7 @@ def build_page(
                 if progress:
                     progress(f"drawing {claim.id}")
                 body.append(_claim_html(claim, by_id[claim.id]))
+    legend = " · ".join(f"{s.word}: {s.legend}" for s in STATUS.values() if s.legend)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     versions = (
         f"torch {_esc(torch.__version__)} · graphlens {_esc(__version__)} · Python {_esc(platform.python_version())}"
@@ -176,8 +177,7 @@ def build_page(
 this machine's torch. Each verdict comes from what torch did just now, with the graph graphlens recorded.</p>
 <p class="versions">{versions}</p>
 <div class="summary">{chips}</div>
-<p class="versions">{len(by_id)} claims · holds: as the article says · nuanced: true only under a condition it leaves out ·
-refuted: torch behaves otherwise · erratum: a typo in the article's code</p>
+<p class="versions">{len(by_id)} claims · {html.escape(legend, quote=False)}</p>
 <p class="versions">How to read the diagrams: green = leaf tensor, white = non-leaf, thick orange border =
 requires grad, blue <b>grad</b> row = gradient kept after backward, grey italic grad = gradient that flowed
 and was released, dashed arrow = detach(), dashed box = made under no_grad.</p>

@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
-import gc
-import itertools
-import warnings
 import weakref
 from functools import partial
-from types import FrameType
+from threading import get_ident
+from types import FrameType, FunctionType
 from typing import Any, Callable, Mapping
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._facts import MAX_ELEMENTS, dtype_name, format_head, read_head, read_saved, tensor_node, version_of
+from ._checks import check_count, check_flag
+from ._facts import (
+    MAX_ELEMENTS, dtype_name, make_summary, plain_shape, read_head, read_saved, same_data, shape_of, tensor_node,
+    version_of,
+)
 from ._safety import guard_teardown
+from ._util import paused_gc, tensors_in
 from .graph import Edge, Graph, OpNode, TensorNode
-from .names import NameBook, frame_candidates, user_frame
+from .names import CALLER_NAME, NameBook, frame_candidates, user_frame
 
 __all__ = ["trace", "Trace"]
 
-_TOKENS = itertools.count()
+
+#: What reads an autograd error for ``trace(explain_errors=True)``: set by the package
+#: (``graphlens.explain.explain_error``), so that recording never imports explaining.
+_error_explainer: Callable[[BaseException, "Trace"], Any] | None = None
+
+
+def set_error_explainer(func: Callable[[BaseException, "Trace"], Any] | None) -> None:
+    """Install the function that explains an error escaping a trace (``None``: none)."""
+    global _error_explainer
+    _error_explainer = func
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _DETACHES = {_Tensor.detach, _Tensor.detach_}
@@ -46,16 +58,7 @@ def _func_name(func: Callable) -> str:
     return name
 
 
-def _tensors_in(obj: Any, out: list) -> None:
-    """The tensors of ``obj``, one level into lists and tuples (as ``torch.cat`` takes)."""
-    if isinstance(obj, _Tensor):
-        out.append(obj)
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            if isinstance(item, _Tensor):
-                out.append(item)
-            elif isinstance(item, (list, tuple)):
-                out.extend(i for i in item if isinstance(i, _Tensor))
+_tensors_in = tensors_in  # one level into lists and tuples, as torch.cat takes
 
 
 def _grad_fn(t: _Tensor) -> Any:
@@ -96,29 +99,45 @@ def _flow(targets: tuple, pass_nr: int, flowed: list, limit: int, grad_outputs: 
     for nr, i in targets:
         if nr < n:
             g = grad_outputs[nr]
-            flowed.append((i, pass_nr, "None" if g is None else read_head(g, limit)))
+            flowed.append((i, pass_nr, None if g is None else read_head(g, limit)))
     return None
 
 
+_compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
+
+_CALLERS: dict[tuple[str, int, int], Callable] = {}
+
+
+def _caller_at(frame: FrameType) -> Callable:
+    """A function whose frame stands at ``frame``'s file and line, in its globals: a
+    warning torch raises from C++ (attributed to the innermost Python frame) then names
+    the user's line and lands in the user's warning registry, exactly as without
+    graphlens.  Nothing global changes: no filter, no ``catch_warnings``."""
+    code = frame.f_code
+    key = (code.co_filename, frame.f_lineno, id(frame.f_globals))
+    caller = _CALLERS.get(key)
+    if caller is None:
+        source = "\n" * max(frame.f_lineno - 1, 0) + f"def {CALLER_NAME}(f, a, k): return f(*a, **k)\n"
+        scratch: dict = {}
+        exec(compile(source, code.co_filename, "exec", dont_inherit=True), scratch)  # noqa: S102 - a fixed one-liner
+        caller = FunctionType(scratch[CALLER_NAME].__code__, frame.f_globals, code.co_name)
+        if len(_CALLERS) >= 1024:
+            _CALLERS.clear()
+        _CALLERS[key] = caller
+    return caller
+
+
 def _as_user(func: Callable, args: tuple, kwargs: dict) -> Any:
-    """Call ``func``; a warning it raises is re-issued at the user's line, as it would be
-    without graphlens, rather than at the line of graphlens that made the call."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = func(*args, **kwargs)
-    if caught:
-        frame = user_frame(1)
-        for w in caught:
-            if frame is None:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-                continue
-            env = frame.f_globals
-            warnings.warn_explicit(
-                w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
-                module=env.get("__name__"), registry=env.setdefault("__warningregistry__", {}), module_globals=env,
-            )
+    """Call ``func`` so that a warning torch raises in C++ points at the user's line,
+    as it would without graphlens, rather than at the line of graphlens that made the call."""
+    frame = user_frame(1)
+    if frame is None:
+        return func(*args, **kwargs)
+    try:
+        caller = _caller_at(frame)
+    finally:
         del frame
-    return out
+    return caller(func, args, kwargs)
 
 
 class _Mode(TorchFunctionMode):
@@ -130,6 +149,11 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
+        if _compiling():
+            # torch.compile is tracing a compiled function: it sees a plain call, so the
+            # compiled code computes exactly what it computes without graphlens; its
+            # result enters the trace as one opaque input, like a tensor made outside.
+            return func(*args, **kwargs)
         if func in _BACKWARDS:
             return self.run_backward(func, args, kwargs)
         if getattr(func, "__name__", "") in _PASS_THROUGH and func is not _DATA_GET:
@@ -144,7 +168,7 @@ class Trace:
     """What :func:`trace` records; use it as a context manager, then call :meth:`graph`.
 
     Recording is cheap per op: the forward pass keeps only weak references, flags and a
-    tag in each new backward node's ``metadata``.  The backward structure (``next``
+    the sequence number of each new backward node.  The backward structure (``next``
     edges, saved attributes) is read from the live nodes when backward runs inside the
     block and when the graph is taken, so a node that died unseen by either keeps only
     its forward edges.
@@ -165,8 +189,8 @@ class Trace:
                 f"names must be a dict from name to tensor, e.g. names={{'w': w}}, not {type(names).__name__}"
             )
         for flag, value in (("grads", grads), ("saved", saved), ("explain_errors", explain_errors)):
-            if not isinstance(value, bool):
-                raise TypeError(f"{flag} must be True or False, not {value!r}")
+            check_flag(flag, value)
+        check_count("max_elements", max_elements)
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"module must be an nn.Module (the model whose parameters to name), not {type(module).__name__}")
         self._names = names
@@ -175,7 +199,7 @@ class Trace:
         self._saved = saved
         self._max = max_elements
         self._explain_errors = explain_errors
-        self._key = f"graphlens.trace#{next(_TOKENS)}"
+        self._by_seq: dict[int, int] = {}  # a backward node's sequence number -> its op record
         # Tensor records, by index: a weak reference, the facts tuple, the name.
         self._refs: list[weakref.ref] = []
         self._facts: list[tuple] = []
@@ -195,6 +219,7 @@ class Trace:
         self._by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
         self._roots: list[int] = []
         self._inputs: list[tuple[int, tuple[int, ...]]] = []  # (op index, input tensor indices)
+        self._oin: dict[int, tuple[int, ...]] = {}  # op -> its latest input tensor indices
         self._acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self._region: str | None = None
         self._regions = 0
@@ -245,15 +270,28 @@ class Trace:
         return False
 
     def _add_explanation(self, exc: RuntimeError) -> None:
-        """Attach graphlens's reading of an autograd error to the exception as a note."""
+        """Attach graphlens's reading of an autograd error to the exception as a note
+        (``add_note`` on Python 3.11+, the same ``__notes__`` list before)."""
+        if _error_explainer is None:
+            return
         try:
-            from .explain import explain_error
-
-            text = str(explain_error(exc, self))
+            text = str(_error_explainer(exc, self))
         except Exception:  # noqa: BLE001 - explaining must never hide the user's error
             return
-        if text and hasattr(exc, "add_note"):
-            exc.add_note("graphlens: " + text)
+        if not text:
+            return
+        note = "graphlens: " + text
+        if hasattr(exc, "add_note"):
+            exc.add_note(note)
+        else:  # pragma: no cover - Python 3.10
+            notes = getattr(exc, "__notes__", None)
+            if not isinstance(notes, list):
+                notes = []
+                try:
+                    exc.__notes__ = notes
+                except Exception:  # noqa: BLE001
+                    return
+            notes.append(note)
 
     # -- public ------------------------------------------------------------------------
     def graph(self) -> Graph:
@@ -287,16 +325,20 @@ class Trace:
         if self._module is None:
             return
         scopes = self._scopes
+        owner = get_ident()
         try:
             for qualname, sub in self._module.named_modules():
                 if not qualname:
                     continue
 
+                # The hooks sit on the shared model: another thread running it must not
+                # push its submodules onto this trace's stack.
                 def pre(_mod, _args, name=qualname):
-                    scopes.append(name)
+                    if get_ident() == owner:
+                        scopes.append(name)
 
                 def post(_mod, _args, _out, name=qualname):
-                    if scopes and scopes[-1] == name:
+                    if get_ident() == owner and scopes and scopes[-1] == name:
                         scopes.pop()
 
                 self._module_handles.append(sub.register_forward_pre_hook(pre))
@@ -340,12 +382,17 @@ class Trace:
             is_leaf = t.is_leaf
         except RuntimeError:  # a view torch will not describe (see _grad_fn): no graph of its own
             is_leaf = True
+        try:
+            shape = tuple(t.shape)
+        except RuntimeError:  # a strided nested tensor
+            shape = shape_of(t)
         facts = (
-            tuple(t.shape), t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
-            isinstance(t, _Parameter), op, output_nr, detached_from, region,
+            shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
+            type(t) is _Parameter or (type(t) is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
+            detached_from, region,
             None if external or not self._scopes else self._scopes[-1],
         )
-        if self._max > 0 and t.device.type == "cpu":
+        if self._max > 0 and t.is_cpu:
             # A tensor keeps the head of its value as made: the record outlives the tensor,
             # and an older version (before an in-place op) shows what it held then.  (Not
             # on accelerators, where reading would wait for the device.)
@@ -399,22 +446,23 @@ class Trace:
         return j
 
     def _op_of(self, fn: Any, forward: str | None, region: str | None = None) -> int:
-        """The op record of a backward node.  Its index is kept in the node's own
-        ``metadata`` dict, so the trace holds no reference to the node."""
-        meta = fn.metadata
-        j = meta.get(self._key)
-        if j is not None:
-            return j
+        """The op record of a backward node, found by the node's autograd sequence number
+        (and class), so the trace holds no reference to the node and writes nothing into it."""
         name = type(fn).__name__
         if name == "AccumulateGrad":
-            # torch rebuilds a leaf's AccumulateGrad node when the old one died: key it by the leaf.
+            # All AccumulateGrad nodes share one sequence number, and torch rebuilds a
+            # leaf's node when the old one died: key it by the leaf.
             vi = self._input(fn.variable)
             j = self._acc.get(vi)
             if j is None:
                 j = self._acc[vi] = self._new_op("AccumulateGrad", None, None, variable=vi)
-        else:
-            j = self._new_op(name, forward, region if forward else None, scope=self._scopes[-1] if self._scopes else None)
-        meta[self._key] = j
+            return j
+        seq = fn._sequence_nr()
+        j = self._by_seq.get(seq)
+        if j is not None and self._oname[j] == name:
+            return j
+        j = self._new_op(name, forward, region if forward else None, scope=self._scopes[-1] if self._scopes else None)
+        self._by_seq[seq] = j
         return j
 
     def _record(self, func, args, kwargs, out) -> None:
@@ -470,6 +518,7 @@ class Trace:
         else:
             op = self._new_op(None, forward, region, scope=self._scope())
         self._inputs.append((op, in_ids))
+        self._oin[op] = in_ids
         outputs = self._oout[op]
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and _grad_fn(t) is fn else k
@@ -503,9 +552,7 @@ class Trace:
         first = self._first_seq
         expanded, ovar, osaved, owhere = self._expanded, self._ovar, self._osaved, self._owhere
         volatile = self._volatile
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             while stack:
                 fn = stack.pop()
                 if fn in seen:
@@ -516,7 +563,9 @@ class Trace:
                 is_acc = ovar[j] is not None
                 if self._saved and not is_acc:
                     # Plain saved values never change: only tensors can be freed since.
-                    osaved[j], volatile[j] = read_saved(fn, osaved.get(j), volatile.get(j, ()))
+                    osaved[j], volatile[j] = read_saved(
+                        fn, osaved.get(j), volatile.get(j, ()), resolve=partial(self._saved_tensor, j)
+                    )
                 fresh = j not in expanded
                 if is_acc or (fresh and fn._sequence_nr() < first):
                     expanded.add(j)  # made before the block: a boundary
@@ -536,11 +585,20 @@ class Trace:
                 for child, _ in nexts:
                     if child is not None and child not in seen:
                         stack.append(child)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         guard_teardown(len(seen))
         return visited
+
+    def _saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:
+        """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or
+        outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
+        near = [*self._oin.get(j, ()), *self._oout[j].values()]
+        refs = self._refs
+        for i in reversed(near):  # the latest version first
+            t = refs[i]()
+            if t is not None and same_data(t, value):
+                return f"t{i}"
+        i = self._index_of(value)
+        return None if i is None else f"t{i}"
 
     def _run_backward(self, func, args, kwargs):
         roots: list = []
@@ -548,11 +606,13 @@ class Trace:
             roots = [args[0]] if args else [kwargs.get("self")]
         else:
             _tensors_in(args[0] if args else kwargs.get("tensors", kwargs.get("outputs")), roots)
-        handles: list = []
         # Recording makes many small objects while backward runs; collecting them one
         # generation at a time would cost more than the backward pass itself.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
+        with paused_gc():
+            return self._run_backward_paused(func, args, kwargs, roots)
+
+    def _run_backward_paused(self, func, args, kwargs, roots: list):
+        handles: list = []
         try:
             for t in roots:
                 if isinstance(t, _Tensor):
@@ -570,8 +630,6 @@ class Trace:
             for h in handles:
                 h.remove()
             self._passes += 1
-            if gc_was_enabled:
-                gc.enable()
 
     def _hook_grad_inputs(self, inputs: Any) -> list:
         """torch.autograd.grad hands leaf inputs their gradient without running their
@@ -586,7 +644,7 @@ class Trace:
                 continue
 
             def note(grad, i=i):
-                flowed.append((i, pass_nr, "None" if grad is None else read_head(grad, limit)))
+                flowed.append((i, pass_nr, None if grad is None else read_head(grad, limit)))
 
             handles.append(t.register_hook(note))
         return handles
@@ -615,28 +673,23 @@ class Trace:
         return handles
 
     # -- freezing ----------------------------------------------------------------------
-    def _flowed_by_tensor(self) -> dict[int, list[str]]:
-        """What flowed into each tensor, one entry per backward pass ("-": nothing)."""
-        out: dict[int, list[str]] = {}
+    def _flowed_by_tensor(self) -> dict[int, list]:
+        """What flowed into each tensor, one Summary per backward pass (None: nothing)."""
+        out: dict[int, list] = {}
         for i, pass_nr, head in self._flowed:
             seen = out.get(i)
             if seen is None:
                 seen = out[i] = []
             while len(seen) < pass_nr:
-                seen.append("-")
-            seen.append(format_head(head))
+                seen.append(None)
+            seen.append(None if head is None else make_summary(head))
         for seen in out.values():
-            seen.extend(["-"] * (self._passes - len(seen)))
+            seen.extend([None] * (self._passes - len(seen)))
         return out
 
     def _build(self) -> Graph:
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # freezing makes several small objects per record
-        try:
+        with paused_gc():  # freezing makes several small objects per record
             return self._build_paused()
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     def _build_paused(self) -> Graph:
         stale = set(self._stale)
@@ -695,9 +748,9 @@ class Trace:
                 else:
                     made = self._values.get(i)
                     node = TensorNode(
-                        tid, name, f[_SHAPE], dtype_name(f[_DTYPE]), str(f[_DEVICE]), f[_IS_LEAF], f[_REQUIRES_GRAD],
+                        tid, name, plain_shape(f[_SHAPE]), dtype_name(f[_DTYPE]), str(f[_DEVICE]), f[_IS_LEAF], f[_REQUIRES_GRAD],
                         version=f[_VERSION], is_view=f[_IS_VIEW], output_nr=f[_OUTPUT_NR], is_parameter=f[_IS_PARAM],
-                        value=None if made is None else format_head(made), scope=scope, **extra,
+                        value=None if made is None else make_summary(made), scope=scope, **extra,
                     )
                 tensors.append(node)
             t = None
@@ -764,10 +817,10 @@ def trace(
     ...     loss = h.sum()
     ...     loss.backward()
     >>> g = tr.graph()
-    >>> g.find("h").flowed, g.find("h").grad
-    (('[1, 1]',), None)
-    >>> g.find("w").grad
-    '[3, 3]'
+    >>> [str(f) for f in g.find("h").flowed], g.find("h").grad
+    (['[1, 1]'], None)
+    >>> g.find("w").grad.head
+    (3.0, 3.0)
     """
     return Trace(
         names=names, module=module, grads=grads, saved=saved, max_elements=max_elements, explain_errors=explain_errors

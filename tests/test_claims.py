@@ -47,6 +47,15 @@ def test_every_chart_is_illustrated_by_some_claim():
     assert {c.chart for c in claims.all()} - {None} == {1, 2, 3, 4, 5, 6}
 
 
+def test_each_chart_draws_the_evidence_of_a_claim_that_illustrates_it():
+    """charts.chart(n) is the evidence graph of the claim CHARTS[n] names, a claim of chart n."""
+    from graphlens import charts
+
+    for number, entry in charts.CHARTS.items():
+        assert claims.get(entry.claim).chart == number
+        assert charts.chart(number) == claims.check(entry.claim).evidence[entry.evidence]
+
+
 @pytest.mark.parametrize(
     "claim_id, api",
     [
@@ -155,7 +164,7 @@ def test_graph_freed_evidence(verdicts):
     assert d["second_backward"].startswith("RuntimeError") and "second time" in d["second_backward"]
     assert d["second_backward_retain_graph"] == d["second_backward_additions_only"] == "ok"
     freed = verdicts["retain_grad.graph_freed"].evidence[0]
-    assert any(value == "freed" for op in freed.ops for _, value in op.saved)
+    assert any(entry.state is graphlens.graph.FREED for op in freed.ops for entry in op.saved)
 
 
 def test_retain_grad_evidence(verdicts):

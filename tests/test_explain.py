@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import graphlens as gl
+from graphlens.graph import FREED
 from graphlens import names as gl_names
 from graphlens.explain import ERROR_REASONS, GRAD_REASONS, REASONS, Explanation, explain, explain_error
 
@@ -328,7 +329,7 @@ def test_backward_twice_names_freed_ops():
     assert e.reasons == ("graph_freed",) and e.tensor_name == "loss"
     assert "SigmoidBackward0" in str(e) and "retain_graph=True" in str(e)
     freed = [e.graph.node(p) for p in e.path if p.startswith("op")]
-    assert freed and all(any(v == "freed" for _, v in op.saved) for op in freed)
+    assert freed and all(any(e.state is FREED for e in op.saved) for op in freed)
 
 
 def test_backward_twice_with_trace():

@@ -186,13 +186,48 @@ def test_values_grads_and_max_elements_options():
     assert "elements" not in bare and "<B>grad</B>" not in bare
 
 
+def test_precision_sets_the_significant_digits_of_every_value_row():
+    """precision=N prints values, kept grads and released grads with N significant digits;
+    the default stays 4 (the golden charts)."""
+    w = torch.tensor([1 / 3, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        h = w / 7
+        loss = (h * h).sum()
+        loss.backward()
+    g = tr.graph()
+    wid, hid = g.find("w").id, g.find("h").id
+    default, fine = to_dot(g).source, to_dot(g, precision=8).source
+    assert "[0.3333, 2]" in node_line(default, wid) and "[0.33333334, 2]" in node_line(fine, wid)
+    assert f"grad</B> {g.find('w').grad.format(8)}" in node_line(fine, wid)
+    assert f"grad {g.find('h').flowed[0].format(8)} (released)" in node_line(fine, hid)
+    assert g.find("h").flowed[0].format(8) != g.find("h").flowed[0].format(4)
+    with pytest.raises(ValueError, match="precision"):
+        to_dot(g, precision=0)
+    with pytest.raises(TypeError, match="precision"):
+        to_dot(g, precision=2.5)
+
+
 def test_saved_tensors_on_request():
-    """saved=True lists each op's saved tensors; by default they are not drawn."""
-    g = charts.chart(6)
+    """saved=True lists each op's saved values and names the tensor each saved (self = y2),
+    then says freed once backward released them; by default they are not drawn."""
+    p = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with gl.trace() as tr:
+        y2 = p * 2
+        y3 = y2**2
+    g = tr.graph()
     pow_op = g.producer(g.find("y3"))
-    assert pow_op.saved
+    entry = next(e for e in pow_op.saved if e.name == "self")
+    assert entry.tensor == g.find("y2").id and entry.state is gl.graph.LIVE
     assert "saved self" not in to_dot(g).source
-    assert f"saved {pow_op.saved[0][0]}: {pow_op.saved[0][1]}" in node_line(to_dot(g, saved=True).source, pow_op.id)
+    assert "saved self = y2: float32[3]" in node_line(to_dot(g, saved=True).source, pow_op.id)
+    with gl.trace() as tr:
+        y2 = p * 2
+        y3 = y2**2
+        y3.sum().backward()
+    g = tr.graph()  # the trace saw what each op saved before backward freed it
+    assert "saved self = y2: freed" in node_line(to_dot(g, saved=True).source, g.producer(g.find("y3")).id)
+    after = gl.snapshot(y3)  # a snapshot after backward cannot read the freed tensor: no name is guessed
+    assert "saved self: freed" in node_line(to_dot(after, saved=True).source, after.producer(after.find("y3")).id)
 
 
 def test_roots_at_bottom_and_shared_parameters_at_top():
@@ -474,7 +509,7 @@ def test_bad_input_errors():
         render("chart.svg", "chart.svg")
     with pytest.raises(ValueError, match="max_nodes must be an int >= 1"):
         to_dot(g, max_nodes=0)
-    with pytest.raises(ValueError, match="depth must be an int >= 1 or None"):
+    with pytest.raises(TypeError, match="depth must be an int >= 1 or None"):
         to_dot(g, depth=True)
     with pytest.raises(TypeError, match="highlight items"):
         to_dot(g, highlight=[3])

@@ -15,11 +15,12 @@ from .registry import (
     ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES, Claim, UnknownClaimError, Verdict,
     all, check, check_all, get, ids, run,
 )
+from .status import STATUS, Status
 
 # ``all`` is public (graphlens.claims.all()) but left out of __all__ so that a star
 # import never shadows the builtin.
 __all__ = [
     "Claim", "Verdict", "UnknownClaimError", "Drift",
     "ids", "get", "check", "check_all", "run", "expected_statuses", "expected_range", "drift",
-    "STATUSES", "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR",
+    "STATUSES", "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR", "STATUS", "Status",
 ]

@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-__all__ = ["attempt", "failed", "short", "grad_of", "values", "fn_name", "same", "SavedBytes", "backward_ends"]
+__all__ = ["attempt", "failed", "short", "grad_of", "grad_list", "values", "fn_name", "same", "SavedBytes", "backward_ends"]
 
 
 def attempt(action: Callable[[], Any]) -> str:
@@ -42,16 +42,24 @@ def grad_of(t: torch.Tensor) -> list | None:
     return None if g is None else values(g)
 
 
+def grad_list(t: torch.Tensor) -> list | None:
+    """Like :func:`grad_of`, but read with ``tolist()`` alone (no ``detach()``), so that
+    inside :func:`graphlens.trace` it records nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = t.grad
+    return None if g is None else _rounded(g.tolist(), 6)
+
+
 def values(t: torch.Tensor | None, digits: int = 6) -> list | float | None:
     """The values of ``t`` as (nested) Python floats rounded to ``digits`` places."""
     if t is None:
         return None
-    data = t.detach().tolist()
+    return _rounded(t.detach().tolist(), digits)
 
-    def r(v):
-        return [r(x) for x in v] if isinstance(v, list) else round(float(v), digits)
 
-    return r(data)
+def _rounded(data: list | float, digits: int) -> list | float:
+    return [_rounded(x, digits) for x in data] if isinstance(data, list) else round(float(data), digits)
 
 
 def fn_name(t: torch.Tensor) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ..trace import trace
-from ._observe import attempt, backward_ends, failed, fn_name, grad_of, same, short, values
+from ._observe import attempt, backward_ends, failed, fn_name, grad_list, grad_of, same, short, values
 from .registry import HOLDS, REFUTED, Claim
 
 __all__ = ["CLAIMS", "leaf_cut_program", "is_copy_program", "two_losses_program"]
@@ -97,7 +97,8 @@ def is_copy_judge(facts: dict) -> tuple[str, str]:
 
 # -- detach.two_losses -----------------------------------------------------------------------
 def two_losses_program(*, cut=torch.Tensor.detach) -> dict:
-    """Chart 4: loss1 trains p1; loss2 trains p2 on a detached copy of y2."""
+    """Chart 4: loss1 trains p1; loss2 trains p2 on a detached copy of y2.  What each
+    loss alone gives is measured on a second, untraced run of the same forward pass."""
     with trace() as tr:
         x = torch.tensor([1.0, 2.0, 3.0])
         p1 = torch.tensor([0.5, -0.5, 1.0], requires_grad=True)
@@ -108,12 +109,15 @@ def two_losses_program(*, cut=torch.Tensor.detach) -> dict:
         y2d = cut(y2)
         y3 = y2d * p2
         loss2 = y3.sum()
-        alone1 = torch.autograd.grad(loss1, (p1, p2), retain_graph=True, allow_unused=True)
-        alone2 = torch.autograd.grad(loss2, (p1, p2), retain_graph=True, allow_unused=True)
         loss1.backward()
-        after_loss1 = {"p1": grad_of(p1), "p2": grad_of(p2)}
+        after_loss1 = {"p1": grad_list(p1), "p2": grad_list(p2)}  # plain lists: nothing traced
         loss2.backward()
-        after_both = {"p1": grad_of(p1), "p2": grad_of(p2)}
+    after_both = {"p1": grad_of(p1), "p2": grad_of(p2)}
+
+    q1, q2 = p1.detach().clone().requires_grad_(), p2.detach().clone().requires_grad_()
+    z2 = torch.sigmoid(x * q1)
+    alone1 = torch.autograd.grad(z2.mean(), (q1, q2), retain_graph=True, allow_unused=True)
+    alone2 = torch.autograd.grad((cut(z2) * q2).sum(), (q1, q2), retain_graph=True, allow_unused=True)
     return {
         "loss1_alone": {"p1": values(alone1[0]), "p2": values(alone1[1])},
         "loss2_alone": {"p1": values(alone2[0]), "p2": values(alone2[1])},

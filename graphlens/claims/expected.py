@@ -8,35 +8,36 @@ from typing import Iterable, Mapping, NamedTuple
 import torch
 
 from .registry import Verdict
+from .status import ERRATUM, HOLDS, NUANCED, REFUTED
 
 __all__ = ["EXPECTED", "Drift", "parse_version", "expected_statuses", "expected_range", "drift"]
 
 _BY_CLAIMS_MD = {
-    "graph.dynamic": "holds",
-    "leaf.user_created": "holds",
-    "leaf.derived_nonleaf": "holds",
-    "leaf.no_grad_inputs": "holds",
-    "leaf.backprop_ends": "holds",
-    "defaults.requires_grad": "holds",
-    "requires_grad.propagates": "holds",
-    "requires_grad.nonleaf_locked": "holds",
-    "requires_grad.freeze_leaf": "holds",
-    "detach.leaf_cut": "holds",
-    "detach.is_copy": "refuted",
-    "detach.two_losses": "holds",
-    "accumulate.two_backwards": "holds",
-    "accumulate.without_zero_grad": "holds",
-    "zero_grad.sets_zero": "nuanced",  # set_to_none=True became the default in torch 2.0
-    "retain_grad.nonleaf_discarded": "holds",
-    "retain_grad.keeps": "holds",
-    "retain_grad.graph_freed": "nuanced",
-    "no_grad.no_graph": "nuanced",
-    "no_grad.saves_memory": "holds",
-    "no_grad.freeze_all_same": "nuanced",
-    "optimizer.registered_params": "holds",
-    "erratum.undefined_p": "erratum",
-    "erratum.back_ward": "erratum",
-    "erratum.nograd": "erratum",
+    "graph.dynamic": HOLDS,
+    "leaf.user_created": HOLDS,
+    "leaf.derived_nonleaf": HOLDS,
+    "leaf.no_grad_inputs": HOLDS,
+    "leaf.backprop_ends": HOLDS,
+    "defaults.requires_grad": HOLDS,
+    "requires_grad.propagates": HOLDS,
+    "requires_grad.nonleaf_locked": HOLDS,
+    "requires_grad.freeze_leaf": HOLDS,
+    "detach.leaf_cut": HOLDS,
+    "detach.is_copy": REFUTED,
+    "detach.two_losses": HOLDS,
+    "accumulate.two_backwards": HOLDS,
+    "accumulate.without_zero_grad": HOLDS,
+    "zero_grad.sets_zero": NUANCED,  # set_to_none=True became the default in torch 2.0
+    "retain_grad.nonleaf_discarded": HOLDS,
+    "retain_grad.keeps": HOLDS,
+    "retain_grad.graph_freed": NUANCED,
+    "no_grad.no_graph": NUANCED,
+    "no_grad.saves_memory": HOLDS,
+    "no_grad.freeze_all_same": NUANCED,
+    "optimizer.registered_params": HOLDS,
+    "erratum.undefined_p": ERRATUM,
+    "erratum.back_ward": ERRATUM,
+    "erratum.nograd": ERRATUM,
 }
 
 #: ``(lowest version, first version not covered, {claim id: status})``, checked in order.

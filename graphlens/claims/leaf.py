@@ -50,7 +50,8 @@ def user_created_judge(facts: dict) -> tuple[str, str]:
 
 # -- leaf.derived_nonleaf -----------------------------------------------------------------
 def derived_program() -> dict:
-    """Compute from leaves that require grad (the article's example, typo fixed)."""
+    """Chart 2: compute from leaves that require grad (the article's example, typo
+    fixed), then run backward."""
     with trace() as tr:
         p1 = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
         p2 = torch.tensor([1.1, 2.2, 3.3], requires_grad=True)
@@ -61,6 +62,7 @@ def derived_program() -> dict:
         y3 = y2 + p2
         y4 = torch.sigmoid(y3)
         loss = y4.mean()
+        loss.backward()
     return {"derived": _flags({"y1": y1, "y2": y2, "y3": y3, "y4": y4, "loss": loss}), "evidence": (tr.graph(),)}
 
 

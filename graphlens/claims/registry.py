@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from ..graph import Graph
+# (the statuses are defined in .status; importable from here as before)
+from .status import ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES
 
 # ``all`` is public (graphlens.claims.all()) but left out of __all__ so that a star
 # import never shadows the builtin.
@@ -23,15 +25,6 @@ __all__ = [
     "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR", "STATUSES", "SECTIONS",
     "Verdict", "Claim", "UnknownClaimError", "ids", "get", "check", "check_all", "run",
 ]
-
-HOLDS = "holds"  #: torch behaves as the article says
-NUANCED = "nuanced"  #: true only under a condition the article leaves out
-REFUTED = "refuted"  #: the installed torch behaves otherwise
-ERRATUM = "erratum"  #: the article's code has a typo: its spelling fails, the fix runs
-ERROR = "error"  #: the check itself failed (a bug, or torch raised something new)
-
-#: Every status a :class:`Verdict` can have.
-STATUSES = (HOLDS, NUANCED, REFUTED, ERRATUM, ERROR)
 
 #: The article's sections, in order, as claims cite them.
 SECTIONS = ("intro", "1", "2", "3", "4", "5", "6", "7")

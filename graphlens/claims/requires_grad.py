@@ -43,7 +43,8 @@ def _forward_paths(graph: Graph, sources: list[str], target: str) -> set[str]:
 
 # -- requires_grad.propagates --------------------------------------------------------------
 def propagates_program() -> dict:
-    """Trace the article's example and read requires_grad of every named tensor."""
+    """Chart 3: trace the article's example through backward and read requires_grad
+    of every named tensor."""
     with trace() as tr:
         p1 = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
         p2 = torch.tensor([1.1, 2.2, 3.3], requires_grad=True)
@@ -54,6 +55,7 @@ def propagates_program() -> dict:
         y3 = y2 + p2
         y4 = torch.sigmoid(y3)
         loss = y4.mean()
+        loss.backward()
     graph = tr.graph()
     named = {"p1": p1, "p2": p2, "x": x, "xx": xx, "y1": y1, "y2": y2, "y3": y3, "y4": y4, "loss": loss}
     return {

@@ -94,7 +94,7 @@ def graph_freed_program() -> dict:
     saved_before = attempt(lambda: y.grad_fn._saved_result)
     loss.backward()
     saved_after = attempt(lambda: y.grad_fn._saved_result)
-    freed_graph = snapshot(loss)  # its saved values now read "freed"
+    freed_graph = snapshot(loss)  # its saved entries are now in state FREED
     second = attempt(loss.backward)
 
     kept = torch.sigmoid(p * p).sum()

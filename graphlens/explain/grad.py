@@ -1,0 +1,535 @@
+"""Why a tensor's ``.grad`` is (or will be) None, or where it comes from: :func:`explain`."""
+
+from __future__ import annotations
+
+import weakref
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Mapping
+
+import torch
+
+from .._facts import dtype_name, summarize
+from .._util import tensors_in
+from .._checks import check_count
+from ..graph import PRECISION, Graph, TensorNode
+from ..names import frame_candidates, user_frame
+from ..snapshot import snapshot
+from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved_is_freed
+from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
+from .paths import PathView
+from .types import Explanation
+
+if TYPE_CHECKING:
+    from ..trace import Trace
+
+__all__ = ["explain", "analyse"]
+
+
+def explain(
+    tensor: Any,
+    root: Any = None,
+    *,
+    names: Mapping[str, Any] | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    precision: int = PRECISION,
+) -> Explanation:
+    """Why ``tensor.grad`` is (or will be) None after ``root.backward()``, or where it comes from.
+
+    ``tensor`` is a tensor, or its name (looked up in ``root`` when that is a graph or a
+    trace, else among the caller's variables).  ``root`` is the loss (a tensor or a tuple of
+    them), a :class:`~graphlens.Graph`, or a :func:`graphlens.trace` (richer: it knows about
+    detach() and no_grad regions).  Without a root, the caller's 0-d outputs are tried.
+    ``optimizer=`` also checks that the tensor is one of its parameters; ``precision``
+    is the number of significant digits of a value the explanation prints.  An exception as
+    ``tensor`` is handed to :func:`explain_error`.  Nothing is changed: grads, flags,
+    versions and hooks stay as they were.
+
+    >>> import torch
+    >>> from graphlens.explain import explain
+    >>> w = torch.tensor([1.0, 2.0], requires_grad=True)
+    >>> h = w * 3
+    >>> loss = h.sum()
+    >>> loss.backward()
+    >>> explain(h, loss).reasons
+    ('nonleaf_not_retained',)
+    >>> explain(w, loss).reasons
+    ('grad_ok',)
+    """
+    from ..trace import Trace  # lazily: trace imports explain lazily too
+    from .errors import explain_error  # (errors uses this module's analysis)
+
+    if isinstance(tensor, BaseException):
+        return explain_error(tensor, root)
+    if names is not None and not isinstance(names, Mapping):
+        raise TypeError(f"names must be a dict from name to tensor, e.g. names={{'w': w}}, not {type(names).__name__}")
+    if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer (the one that updates the tensor), not {type(optimizer).__name__}")
+    precision = check_count("precision", precision, minimum=1)
+    frame = user_frame(1)
+    try:
+        if isinstance(root, (Trace, Graph)):
+            return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision)
+        return _explain_live(tensor, root, names=names, optimizer=optimizer, frame=frame, precision=precision)
+    finally:
+        del frame
+
+
+def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, precision: int = PRECISION) -> Explanation:
+    from ..trace import Trace
+
+    trace = root if isinstance(root, Trace) else None
+    g = root.graph() if trace is not None else root
+    view = PathView(g)
+    live = None
+    if isinstance(tensor, str):
+        try:
+            node = g.find(tensor)
+        except KeyError as exc:
+            raise KeyError(f"tensor {tensor!r} is not in this graph: {exc.args[0]}") from None
+        if not isinstance(node, TensorNode):
+            raise TypeError(f"tensor {tensor!r} names an operation ({node.label}), not a tensor: name a tensor of the graph")
+        tid = node.id
+        live = g.tensor(tid)
+    elif isinstance(tensor, torch.Tensor):
+        live = tensor
+        tid = find_live(g, tensor)
+        if tid is None:
+            # Not in the recorded graph (a snapshot only sees what the roots reach): re-read
+            # the live roots when they still exist, else answer from the tensor alone.
+            roots_live = [g.tensor(r.id) for r in g.roots]
+            roots_live = [r for r in roots_live if r is not None]
+            if roots_live:
+                return _explain_live(tensor, tuple(roots_live), names=names, optimizer=optimizer, frame=None, precision=precision)
+            return _explain_live(
+                tensor, None, names=names, optimizer=optimizer, frame=None, no_frame_roots=True, precision=precision
+            )
+    else:
+        raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
+    roots = [r.id for r in g.roots]
+    ran = _backward_ran_recorded(g, view, roots, trace)
+    return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints={}, precision=precision)
+
+
+def _backward_ran_recorded(g: Graph, view: PathView, roots: list[str], trace: Trace | None) -> bool | None:
+    """True when backward evidently ran through the roots, False when evidently not, None when unknown."""
+    if any(gradient_flowed(view.t(r)) for r in roots):
+        return True
+    if trace is not None and trace.backward_passes:
+        return True
+    reach, _ = view.bfs(roots)
+    saved = [e for o in reach if o.startswith("op") for e in saved_entries(view.o(o))]
+    if any(saved_is_freed(e) for e in saved):
+        return True
+    if saved and g.source == "snapshot":
+        return False
+    if g.source == "trace":
+        return False
+    return None
+
+
+def _explain_live(
+    tensor, root, *, names, optimizer, frame: FrameType | None, no_frame_roots: bool = False, precision: int = PRECISION
+) -> Explanation:
+    candidates = frame_candidates(frame) if frame is not None else []
+    try:
+        if isinstance(tensor, str):
+            by_name = dict(reversed(candidates))
+            by_name.update((k, v) for k, v in (names or {}).items() if isinstance(v, torch.Tensor))
+            if tensor not in by_name:
+                raise KeyError(
+                    f"no tensor named {tensor!r} among your variables: pass the tensor itself, "
+                    f"or a graph or trace as root (explain({tensor!r}, tr))"
+                )
+            tensor = by_name[tensor]
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"tensor must be a torch.Tensor (or an exception to explain), not {type(tensor).__name__}")
+        roots = tensors_in(root, depth=8)
+        if root is not None and not roots:
+            raise TypeError(
+                f"root must be the output tensor (e.g. the loss), a tuple of them, a Graph or a trace, not {type(root).__name__}"
+            )
+        guessed = False
+        if not roots:
+            held = _grad_already_there(tensor, candidates, names, precision)
+            if held is not None:
+                return held
+        if not roots and not no_frame_roots:
+            outs = [t for _, t in candidates if t.grad_fn is not None and t.dim() == 0 and t is not tensor]
+            outs = list({id(t): t for t in outs}.values())
+            reaching = [t for t in outs if reaches([t.grad_fn], tensor)]
+            # A root that reaches the tensor; else the only scalar output there is.
+            roots = reaching[:1] or (outs if len(outs) == 1 else [])
+            guessed = bool(roots)
+        hints: dict[str, Any] = {"guessed_root": guessed}
+        extra: list[torch.Tensor] = []
+        reach = bool(roots) and reaches([r.grad_fn for r in roots], tensor)
+        if roots and not reach and tensor.requires_grad:
+            # What cut it?  Other outputs that use the tensor, and detached copies of it
+            # or of anything computed from it, among the caller's variables.
+            users = [
+                (n, t) for n, t in candidates
+                if t.grad_fn is not None and t is not tensor and all(t is not r for r in roots)
+                and reaches([t.grad_fn], tensor)
+            ]
+            family = [tensor] + [t for _, t in users]
+            detached = [
+                (n, t) for n, t in candidates
+                if not t.requires_grad and t is not tensor and any(shares_memory(t, f) for f in family)
+            ]
+            users_named = {id(t): n for n, t in users}
+            sinks = [
+                (n, t) for n, t in users
+                if not any(u is not t and reaches([u.grad_fn], t) for _, u in users)
+            ]
+            hints["detached"] = [(n, next((users_named.get(id(f)) or "it") for f in family if shares_memory(t, f))) for n, t in detached]
+            hints["sinks"] = [n for n, _ in sinks]
+            extra = [t for _, t in sinks]
+        target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
+        g = _snapshot_for(roots, tensor, extra, names=names)
+        view = PathView(g)
+        root_ids = [r.id for r in g.roots]
+        tid = find_live(g, tensor)
+        ran = _backward_ran_recorded(g, view, root_ids, None) if roots else None
+        hints["grad"] = target_grad is not None
+        del target_grad
+        return analyse(view, tid, root_ids, live=tensor, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
+    finally:
+        candidates.clear()
+
+
+def _grad_already_there(tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION) -> Explanation | None:
+    """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
+    its value, and that it is the sum of every backward pass since it was last cleared."""
+    try:
+        keeps = tensor.is_leaf or tensor.retains_grad
+    except RuntimeError:
+        return None
+    grad = tensor.grad if keeps else None
+    if grad is None:
+        return None
+    name = next((n for n, t in candidates if t is tensor), None)
+    if names:
+        name = next((str(n) for n, t in names.items() if t is tensor), name)
+    who = name or "the tensor"
+    value = summarize(grad)
+    del grad
+    g = snapshot(tensor, names={who: tensor})
+    tid = g.roots[0].id
+    sentences = [
+        f"{who}.grad is set: {value.format(precision)}.",
+        f"It holds the sum of the gradients of every backward pass that reached {who} since its "
+        "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
+    ]
+    fix = (
+        f"If {who}.grad is larger than you expect (doubled, say), an earlier backward added to it: call "
+        f"optimizer.zero_grad() (or set {who}.grad = None) before each backward. Pass the loss as root, "
+        f"explain({who}, loss), to see the path the gradient takes."
+    )
+    return Explanation(("grad_ok",), sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
+
+
+def _snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:
+    """A snapshot of the roots, the tensor and ``extra`` tensors, whose roots are ``roots`` only."""
+    all_roots = list(roots) + [tensor] + list(extra)
+    g = snapshot(*all_roots, names=names)
+    n_roots = len({id(r) for r in roots})
+    root_ids = [r.id for r in g.roots][:n_roots]
+    refs = {}
+    for node in g.tensors:
+        t = g.tensor(node.id)
+        if t is not None:
+            refs[node.id] = weakref.ref(t)
+    return Graph(g.tensors, g.ops, g.edges, root_ids, source=g.source, refs=refs)
+
+
+def analyse(
+    view: PathView, tid: str | None, roots: list[str], *, live, ran, optimizer, hints, precision: int = PRECISION
+) -> Explanation:
+    """The explanation for the tensor ``tid`` of ``view``'s graph (and ``live``, the tensor
+    itself when known), given the root ids, whether backward ran (``ran``: True, False or
+    None for unknown) and what the live walk found (``hints``)."""
+    g = view.g
+    node = view.t(tid) if tid is not None else None
+    name = (node.name if node is not None else None) or "the tensor"
+    who = name if node is None or node.name else f"the tensor {tid}"
+    if live is not None:
+        is_leaf, requires_grad, retains = live.is_leaf, live.requires_grad, bool(live.retains_grad)
+        has_grad = hints.get("grad") if "grad" in hints else (live.grad is not None if (is_leaf or retains) else False)
+        dtype = live.dtype
+        is_param = isinstance(live, torch.nn.Parameter)
+    else:
+        assert node is not None
+        is_leaf, requires_grad, retains, has_grad = node.is_leaf, node.requires_grad, node.retains_grad, node.has_grad
+        dtype = getattr(torch, node.dtype, None)
+        is_param = node.is_parameter
+    root_name = " and ".join(view.label(r) for r in roots) if roots else None
+    backward = f"{root_name}.backward()" if root_name else "backward"
+    will = "is None" if ran else ("will be None after " + backward if ran is False else "is or will be None")
+    reasons: list[str] = []
+    sentences: list[str] = []
+    fix = None
+    path: list[str] = []
+    edges: list[tuple[str, str]] = []
+    if hints.get("guessed_root") and root_name:
+        sentences.append(f"(No root was given; graphlens used {root_name}, found among your variables.)")
+
+    # Which part of the root's graph reaches the tensor?
+    reach_parents, reach_path = view.bfs(roots, tid) if roots and tid is not None else ({}, [])
+    reachable = bool(reach_path)
+    acc = view.adj.accumulate_grad.get(tid) if tid is not None else None
+    if node is not None and is_leaf and not reachable and acc is not None and acc in reach_parents:
+        reachable = True
+        _, reach_path = view.bfs(roots, acc)
+        reach_path = reach_path + [tid]
+    reach_path = view.with_acc(reach_path)
+
+    if not requires_grad:
+        reasons.append("requires_grad_false")
+        sentences.append(f"{who}.grad {will} because {who} does not require grad, so no gradient is computed for it.")
+        if dtype in INTEGER_DTYPES:
+            reasons.append("integer_dtype")
+            sentences.append(f"It has dtype {dtype_name(dtype)}, and only floating point or complex tensors can require grad.")
+            fix = f"Make it a float tensor first, e.g. {name} = {name}.float().requires_grad_()."
+        elif node is not None and node.detached_from is not None:
+            src = node.detached_from
+            reasons.append("made_by_detach")
+            sentences.append(
+                f"It was made by {view.label(src)}.detach() (or .data): a new leaf that shares the memory "
+                f"of {view.label(src)} but is cut from its graph."
+            )
+            path = [src, tid]
+            edges = view.highlight_edges(path)
+            fix = f"Use {view.label(src)} itself where you need the gradient, and detach only what must stay constant."
+        elif node is not None and node.region is not None:
+            reasons.append("created_in_no_grad")
+            op = node.op
+            ins = [i for i in view.adj.inputs.get(op, ())] if op else []
+            grad_ins = [i for i in ins if view.t(i).requires_grad]
+            region = region_kind(node.region)
+            made = f" by {view.o(op).label}" if op else ""
+            sentences.append(f"It was made{made} inside torch.{region}(), where PyTorch records no graph.")
+            if grad_ins:
+                sentences.append(
+                    "Its input " + ", ".join(view.label(i) for i in grad_ins)
+                    + f" requires grad, but no graph links {who} back to it."
+                )
+            path = grad_ins + ([op] if op else []) + [tid]
+            edges = view.highlight_edges(path)
+            fix = f"Compute {name} outside the torch.{region}() block if a gradient must flow through it."
+        elif is_param:
+            sentences.append("It is a parameter whose requires_grad was set to False (frozen).")
+            fix = f"Call {name}.requires_grad_(True) before the forward pass if it should learn."
+        else:
+            sentences.append(
+                "A tensor made directly starts with requires_grad=False; so does one made by detach(), inside "
+                "torch.no_grad(), or only from tensors that do not require grad."
+            )
+            fix = (
+                f"Create it with requires_grad=True (or call {name}.requires_grad_() on the leaf) before computing "
+                f"the loss; run the code under graphlens.trace() to see where a detach() or no_grad cut it."
+            )
+            path = [tid] if tid else []
+    elif not roots:
+        reasons.append("no_root")
+        sentences.append(
+            f"graphlens cannot tell whether {who} will get a gradient: no root was given and none was found among your variables."
+        )
+        if not is_leaf and not retains:
+            reasons.append("nonleaf_not_retained")
+            sentences.append(f"In any case {who} is not a leaf, so PyTorch will not keep its .grad.")
+        fix = f"Pass the loss: graphlens.explain({name}, loss)."
+        path = [tid] if tid else []
+    elif not reachable:
+        reasons.append("not_reachable")
+        sentences.append(f"{who}.grad {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
+        cut = _find_cut(view, tid, roots) if tid is not None else None
+        if cut is not None:
+            code, text, cpath = cut
+            reasons.append(code)
+            sentences.append(text)
+            path, edges = cpath, view.highlight_edges(cpath)
+        elif hints.get("detached"):
+            reasons.append("cut_by_detach")
+            d, src = hints["detached"][0]
+            sentences.append(
+                f"{d} shares memory with {src} but does not require grad: it most likely came from {src}.detach() "
+                f"(or .data), which cuts the gradient path."
+            )
+            path = [tid] if tid else []
+        elif node is not None and view.forward_sinks(tid):
+            others = [s for s in view.forward_sinks(tid) if s not in roots and view.t(s).requires_grad]
+            if others:
+                reasons.append("feeds_other_root")
+                sentences.append(f"{who} is used only by {', '.join(view.label(s) for s in others)}, not by {root_name}.")
+                fpath = view.forward_bfs(tid, set(others))
+                path, edges = fpath, view.highlight_edges(fpath)
+        if len(reasons) == 1 and hints.get("sinks"):
+            reasons.append("feeds_other_root")
+            sentences.append(f"{who} feeds {', '.join(hints['sinks'])}, not {root_name}.")
+            sinks = [n.id for n in g.tensors if n.name in hints["sinks"]]
+            _, spath = view.bfs(sinks[:1], tid) if sinks and tid else ({}, [])
+            path, edges = spath[::-1], view.highlight_edges(spath)
+        if len(reasons) == 1:
+            sentences.append("No path in the recorded graph connects them; graphlens.trace() would show a detach() or no_grad cut.")
+        if not is_leaf and not retains:
+            reasons.append("nonleaf_not_retained")
+            sentences.append(f"Even when reached, {who} is not a leaf, so PyTorch would not keep its .grad without retain_grad().")
+        if "feeds_other_root" in reasons:
+            fix = f"Backpropagate the output that uses {name} too (e.g. (loss1 + loss2).backward()), or compute {root_name} from {name}."
+        elif "cut_by_detach" in reasons:
+            fix = f"Remove the detach() (or .data) between {name} and {root_name} if the gradient should reach {name}."
+        elif "cut_by_no_grad" in reasons:
+            fix = f"Move the computation that links {name} to {root_name} out of the torch.no_grad() block."
+        else:
+            fix = f"Compute {root_name} from {name} without detach() or torch.no_grad() in between."
+        if not path and tid:
+            path = [tid]
+    elif not is_leaf and not retains:
+        leaves = view.leaves_below(tid)
+        copy_leaf = leaves[0] if len(leaves) == 1 and view.t(leaves[0]).name is None and view.t(leaves[0]).requires_grad else None
+        if copy_leaf is not None:
+            reasons += ["is_a_copy", "nonleaf_not_retained"]
+            _, cpath = view.bfs([tid], copy_leaf)
+            cpath = view.with_acc(cpath)
+            kind = " -> ".join(view.o(p).label for p in cpath if p.startswith("op") and not view.o(p).is_accumulate_grad)
+            is_to = any(p.startswith("op") and (view.o(p).name or "").startswith("ToCopyBackward") for p in cpath)
+            how = "a copy made by .to(), .double(), .float() or .cuda()" if is_to else f"the output of {kind or 'an operation'}"
+            sentences.append(
+                f"{who}.grad {will} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
+                f"you have no variable for (the leaf made by requires_grad=True was never stored)."
+            )
+            sentences.append(
+                f"PyTorch puts the gradient on that unnamed leaf ({copy_leaf}) and discards the one passing through {who}."
+            )
+            path, edges = cpath, view.highlight_edges(cpath)
+            example = (
+                f"{name} = torch.randn(3, dtype=torch.float64, requires_grad=True), or {name} = x.to(device).requires_grad_()"
+                if is_to else f"{name} = (torch.randn(3) * 2).requires_grad_()"
+            )
+            fix = (
+                f"Make {name} itself the leaf: do the arithmetic or conversion first and ask for the gradient last, "
+                f"e.g. {example}; or call {name}.retain_grad() before backward."
+            )
+        else:
+            reasons.append("nonleaf_not_retained")
+            op = view.o(node.op).label if node is not None and node.op else "an operation"
+            sentences.append(
+                f"{who}.grad {will} because {who} is not a leaf (it was computed by {op}) and did not call retain_grad()."
+            )
+            sentences.append(
+                f"The gradient does flow through {who} on its way to the leaves, but PyTorch keeps .grad only on leaves."
+            )
+            path, edges = reach_path, view.highlight_edges(reach_path)
+            fix = f"Call {name}.retain_grad() before {backward}, or read the gradient with a hook or torch.autograd.grad."
+    else:
+        chain = view.chain(reach_path)
+        path, edges = reach_path, view.highlight_edges(reach_path)
+        what = "a leaf that requires grad" if is_leaf else "a non-leaf that retains its grad"
+        shown = grad_text(node, precision) if node is not None else None
+        if has_grad:
+            reasons.append("grad_ok")
+            value = f" ({shown})" if shown else ""
+            sentences.append(
+                f"{who}.grad is set{value}: {who} is {what}, and {root_name} reaches it through {chain}."
+            )
+            if ran is False:
+                reasons.append("will_accumulate")
+                sentences.append(
+                    f"Backward has not run through {root_name} yet, so that gradient comes from an earlier backward; "
+                    f"{backward} will add to it."
+                )
+                fix = "Call optimizer.zero_grad() (or set .grad = None) before the backward if you do not want to accumulate."
+        elif ran:
+            node_flowed = node is not None and gradient_flowed(node)
+            if is_leaf:
+                reasons.append("zero_grad_set_none")
+                sentences.append(
+                    f"{who}.grad is None although {who} is {what}, {root_name} reaches it through {chain}, "
+                    f"and backward already ran ("
+                    + ("a gradient flowed into it" if node_flowed else "its graph's saved tensors are freed")
+                    + ")."
+                )
+                in_opt = optimizer is not None and _in_optimizer(optimizer, live, node)
+                if in_opt:
+                    sentences.append(
+                        f"{who} is a parameter of the optimizer, whose zero_grad() sets .grad to None by default (set_to_none=True)."
+                    )
+                else:
+                    sentences.append(
+                        "Something reset it afterwards: most often optimizer.zero_grad() or model.zero_grad(), which set "
+                        ".grad to None by default, or an explicit .grad = None."
+                    )
+                    if not node_flowed:
+                        sentences.append(
+                            "(torch.autograd.grad() and backward(inputs=...) also leave .grad untouched.)"
+                        )
+                fix = f"Read {name}.grad after backward and before zero_grad(); use zero_grad(set_to_none=False) to keep zeros instead."
+            else:
+                reasons.append("retain_grad_too_late")
+                sentences.append(
+                    f"{who} retains its grad but has none although backward already ran: retain_grad() was called "
+                    f"after the backward, or its .grad was set to None."
+                )
+                fix = f"Call {name}.retain_grad() before {backward}."
+        else:
+            reasons.append("backward_not_run")
+            if ran is False:
+                sentences.append(
+                    f"{who}.grad is None for now because {backward} has not run yet; {who} is {what} and will get "
+                    f"its gradient through {chain}."
+                )
+            else:
+                sentences.append(
+                    f"{who} is {what} and {root_name} reaches it through {chain}, so {backward} gives it a gradient. "
+                    f"Its .grad is None now: either backward has not run yet, or (graphlens cannot tell, the graph "
+                    f"saved no tensors) a zero_grad() set it to None afterwards."
+                )
+            fix = f"Call {backward}, then read {name}.grad."
+    if optimizer is not None and requires_grad and is_leaf and not _in_optimizer(optimizer, live, node):
+        reasons.append("not_in_optimizer")
+        sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")
+    if not reasons:  # pragma: no cover - every branch above adds one
+        reasons.append("grad_ok")
+    return Explanation(
+        reasons,
+        sentences,
+        fix=fix,
+        tensor_name=node.name if node is not None else None,
+        tensor_id=tid,
+        graph=g,
+        path=[p for p in path if p in g],
+        edges=edges,
+    )
+
+
+def _in_optimizer(optimizer, live, node) -> bool:
+    if live is None:
+        return False
+    return any(p is live for group in optimizer.param_groups for p in group["params"])
+
+
+def _find_cut(view: PathView, tid: str, roots: list[str]):
+    """In a traced graph: the detach() or no_grad op on a forward path from ``tid`` to a root."""
+    fpath = view.forward_bfs(tid, set(roots))
+    if not fpath:
+        return None
+    for a, b in zip(fpath, fpath[1:]):
+        if a.startswith("t") and b.startswith("t"):  # a detach edge
+            text = (
+                f"On the way, {view.label(b)} = {view.label(a)}.detach() cuts the gradient path: "
+                f"{view.label(b)} is a new leaf that does not require grad."
+            )
+            return "cut_by_detach", text, fpath
+        if b.startswith("op") and view.o(b).name is None and view.o(b).region is not None:
+            op = view.o(b)
+            region = region_kind(op.region)
+            outs = [o for o in view.adj.outputs.get(b, ()) if o in fpath]
+            made = f" made {view.label(outs[0])}" if outs else ""
+            text = (
+                f"On the way, {op.forward or 'an operation'}{made} inside torch.{region}(), which records "
+                f"no graph, so the gradient path stops there."
+            )
+            return "cut_by_no_grad", text, fpath
+    return None
+
+

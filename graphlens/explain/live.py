@@ -1,0 +1,50 @@
+"""Questions asked of live tensors: their record in a graph, whether a backward graph reaches them."""
+
+from __future__ import annotations
+
+import torch
+
+from ..graph import Graph
+
+__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory"]
+
+#: The dtypes that can never require grad.
+INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def find_live(g: Graph, t: torch.Tensor) -> str | None:
+    """The id of the graph's latest record of the live tensor ``t``, or ``None``."""
+    found = None
+    for node in g.tensors:
+        if g.tensor(node.id) is t:
+            found = node.id  # the latest record of the tensor wins
+    return found
+
+
+def reaches(starts: list, target: torch.Tensor, *, limit: int = 500_000) -> bool:
+    """Whether the live backward graph below ``starts`` reaches ``target``."""
+    goal = target.grad_fn
+    seen = set()
+    stack = [fn for fn in starts if fn is not None]
+    while stack and len(seen) < limit:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        if goal is not None and fn is goal:
+            return True
+        if goal is None and type(fn).__name__ == "AccumulateGrad" and fn.variable is target:
+            return True
+        for child, _ in fn.next_functions:
+            if child is not None and child not in seen:
+                stack.append(child)
+    return False
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors use the same storage (as ``b = a.detach()`` does)."""
+    try:
+        pa, pb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001 - odd tensors (meta, sparse) share nothing we can see
+        return False
+    return pa != 0 and pa == pb

@@ -1,0 +1,133 @@
+"""The answer of an explanation (:class:`Explanation`) and the reason codes it may give."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from ..graph import Graph
+
+__all__ = ["Explanation", "GRAD_REASONS", "ERROR_REASONS", "REASONS"]
+
+#: Reason codes of :func:`explain` for a tensor, with what each one means.  The first code of
+#: ``Explanation.reasons`` is the main reason; later codes add detail.
+GRAD_REASONS: dict[str, str] = {
+    "grad_ok": "the tensor has (or will get) a gradient; the path from the root says where it comes from",
+    "will_accumulate": "it already holds a gradient from an earlier backward, and the next backward adds to it",
+    "backward_not_run": "the tensor will get a gradient, but backward has not run through the root yet",
+    "zero_grad_set_none": "backward ran, yet .grad is None: it was reset afterwards (zero_grad() sets None by default)",
+    "retain_grad_too_late": "a non-leaf retains grad but has none although backward ran (retain_grad() came after it)",
+    "nonleaf_not_retained": "a non-leaf tensor: its gradient flows through and is discarded unless retain_grad() was called",
+    "is_a_copy": "a non-leaf standing in for a leaf, e.g. randn(..., requires_grad=True) * 2 or .to()/.double(): "
+    "the gradient lands on an unnamed leaf",
+    "requires_grad_false": "the tensor does not require grad, so no gradient is computed for it",
+    "created_in_no_grad": "the tensor was made inside torch.no_grad() (or inference_mode)",
+    "made_by_detach": "the tensor came from detach() (or .data): a new leaf that does not require grad",
+    "integer_dtype": "the tensor has an integer or bool dtype, which can never require grad",
+    "not_reachable": "the root's backward graph never reaches the tensor",
+    "cut_by_detach": "a detach() between the tensor and the root cuts the gradient path",
+    "cut_by_no_grad": "an operation run inside torch.no_grad() between the tensor and the root cuts the path",
+    "feeds_other_root": "the tensor only feeds another output (another loss or branch), not this root",
+    "not_in_optimizer": "the given optimizer does not hold the tensor, so its step() never updates it",
+    "no_root": "no root was given or found, so reachability could not be checked",
+}
+
+#: Reason codes of :func:`explain_error`, one per kind of error, with what each one means.
+ERROR_REASONS: dict[str, str] = {
+    "graph_freed": "backward ran through a graph whose saved tensors an earlier backward already freed",
+    "inplace_saved": "a tensor saved for backward was modified in place before backward used it",
+    "inplace_leaf": "an in-place operation on a leaf that requires grad (or on a view of one)",
+    "requires_grad_nonleaf": "requires_grad was changed on a non-leaf tensor",
+    "requires_grad_dtype": "requires_grad was asked of an integer or bool tensor",
+    "retain_grad_no_requires_grad": "retain_grad() on a tensor that does not require grad",
+    "nonscalar_backward": "backward() without a gradient argument on an output with more than one element",
+    "no_grad_fn": "backward on a tensor that does not require grad and has no grad_fn",
+    "view_inplace_multi_output": "an in-place change to one of several views returned by one function (unbind, split, ...)",
+    "inference_tensor_saved": "a tensor made in inference_mode was used where autograd must save it",
+    "unused_input": "autograd.grad was asked for a tensor the output does not depend on",
+    "input_not_requiring_grad": "autograd.grad was asked for a tensor that does not require grad",
+    "grad_shape_mismatch": "the gradient given to backward has a different shape than the output",
+    "unknown_error": "an error graphlens does not recognise; its message is quoted",
+}
+
+#: Every reason code graphlens can give.
+REASONS: dict[str, str] = {**GRAD_REASONS, **ERROR_REASONS}
+
+
+class Explanation:
+    """The answer of :func:`explain` / :func:`explain_error`.
+
+    ``str()`` gives a few plain sentences; ``reasons`` the machine-readable codes (see
+    :data:`REASONS`), main reason first; ``tensor_name`` the tensor the answer is about;
+    ``graph`` the :class:`~graphlens.Graph` it was read from (``None`` when there was none);
+    ``path`` the node ids and ``edges`` the ``(src, dst)`` pairs to highlight in a diagram.
+    An explanation holds no tensor.
+    """
+
+    __slots__ = ("reasons", "tensor_name", "graph", "path", "edges", "sentences", "fix", "tensor_id", "message")
+
+    def __init__(
+        self,
+        reasons: Sequence[str],
+        sentences: Sequence[str],
+        *,
+        fix: str | None = None,
+        tensor_name: str | None = None,
+        tensor_id: str | None = None,
+        graph: Graph | None = None,
+        path: Iterable[str] = (),
+        edges: Iterable[tuple[str, str]] = (),
+        message: str | None = None,
+    ) -> None:
+        self.reasons: tuple[str, ...] = tuple(dict.fromkeys(reasons))
+        self.sentences: tuple[str, ...] = tuple(s for s in sentences if s)
+        self.fix = fix
+        self.tensor_name = tensor_name
+        self.tensor_id = tensor_id
+        self.graph = graph
+        self.path: tuple[str, ...] = tuple(dict.fromkeys(path))
+        self.edges: tuple[tuple[str, str], ...] = tuple(dict.fromkeys(tuple(e) for e in edges))
+        self.message = message
+
+    @property
+    def reason(self) -> str:
+        """The main reason code (the first of :attr:`reasons`)."""
+        return self.reasons[0]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the gradient is (or will be) there."""
+        return self.reasons[0] in ("grad_ok", "backward_not_run")
+
+    @property
+    def highlight(self) -> tuple:
+        """The node ids then the edges, as the diagrams' ``highlight=`` takes them."""
+        return self.path + self.edges
+
+    def __str__(self) -> str:
+        text = " ".join(self.sentences)
+        return f"{text}\nFix: {self.fix}" if self.fix else text
+
+    def __repr__(self) -> str:
+        who = self.tensor_name or self.tensor_id or "?"
+        return f"<Explanation {who}: {', '.join(self.reasons)}>"
+
+    def _repr_markdown_(self) -> str:
+        return str(self).replace("\n", "\n\n")
+
+    def to_dot(self, **opts: Any):
+        """The graph as a ``graphviz.Digraph`` with :attr:`path` and :attr:`edges`
+        highlighted; ``opts`` go to the renderer (``view=``, ...)."""
+        if self.graph is None:
+            raise ValueError(
+                "this explanation has no graph to draw: pass the root or a trace, e.g. explain(w, loss) or explain_error(exc, tr)"
+            )
+        extra = tuple(opts.pop("highlight", None) or ())
+        highlight = self.highlight + extra
+        method = getattr(self.graph, "to_dot", None)
+        if method is not None:
+            return method(highlight=highlight, **opts)
+        from ..render import to_dot  # the renderer, when Graph has no to_dot of its own yet
+
+        return to_dot(self.graph, highlight=highlight, **opts)
+
+

@@ -1,0 +1,231 @@
+"""Collapsing: submodules into one box each (by scope), repeated op patterns into one chain node."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from .labels import esc, plural
+from .scene import Edge, Node, Options
+from .style import BOX_BORDER, BOX_FILL, GRAD_BORDER, HIGHLIGHT, MIN_CHAIN
+
+__all__ = ["collapse"]
+
+
+def collapse(nodes: list[Node], edges: list[Edge], o: Options) -> tuple[list[Node], list[Edge]]:
+    """Collapse submodules at ``o.depth`` (when ``None`` and above ``o.max_nodes``: the deepest
+    level that fits), then, if still above ``o.max_nodes``, repeated chains of ops."""
+    depth = o.depth
+    if depth is None and len(nodes) > o.max_nodes:
+        levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
+        fits = None
+        for k in range(1, levels + 1):
+            if _count_after(nodes, _box_map(nodes, edges, k)) <= o.max_nodes:
+                fits = k
+            else:
+                break
+        depth = fits if fits is not None else (1 if levels else None)
+    if depth is not None:
+        nodes, edges = _collapse_scopes(nodes, edges, _box_map(nodes, edges, depth))
+    if len(nodes) > o.max_nodes:
+        nodes, edges = _collapse_chains(nodes, edges)
+    return nodes, edges
+
+
+def _scope_box(scope: str | None, depth: int) -> str | None:
+    if not scope:
+        return None
+    parts = scope.split(".")
+    if len(parts) < depth:
+        return None
+    return ".".join(parts[:depth])
+
+
+_REGION_SEP = "\x00"
+
+
+def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]:
+    """node id -> submodule box name, for nodes collapsed at ``depth``."""
+    box: dict[str, str] = {}
+    for n in nodes:
+        if n.kind == "tensor" and n.named and not n.param:
+            continue  # the program's own variables stay visible between the boxes
+        b = _scope_box(n.scope, depth)
+        if b is not None:
+            # A submodule run inside no_grad is a different box from its training run.
+            box[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
+    # A parameter without a scope folds into the one box that consumes it.
+    consumers: dict[str, set] = {}
+    for e in edges:
+        if e.kind != "detach":
+            consumers.setdefault(e.src, set()).add(box.get(e.dst))
+    for n in nodes:
+        if n.id in box or n.kind != "tensor" or not n.param:
+            continue
+        targets = consumers.get(n.id)
+        if targets and len(targets) == 1:
+            (b,) = targets
+            if b is not None:
+                box[n.id] = b
+    return box
+
+
+def _count_after(nodes: list[Node], box: Mapping[str, str]) -> int:
+    return sum(1 for n in nodes if n.id not in box) + len(set(box.values()))
+
+
+def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str]) -> tuple[list[Node], list[Edge]]:
+    if not box:
+        return nodes, edges
+    members: dict[str, list[Node]] = {}
+    for n in nodes:
+        b = box.get(n.id)
+        if b is not None:
+            members.setdefault(b, []).append(n)
+    box_ids = {b: "scope_" + "".join(c if c.isalnum() else "_" for c in b) for b in members}
+    out: list[Node] = []
+    placed: set[str] = set()
+    for n in nodes:
+        b = box.get(n.id)
+        if b is None:
+            out.append(n)
+            continue
+        if b in placed:
+            continue
+        placed.add(b)
+        group = members[b]
+        n_ops = sum(1 for m in group if m.kind in ("op", "chain"))
+        n_tensors = sum(1 for m in group if m.kind == "tensor")
+        detail = plural(n_ops, "op") + (", " + plural(n_tensors, "tensor") if n_tensors else "")
+        hl = any(m.hl for m in group)
+        rg = any(m.rg for m in group)
+        title, _, region = b.partition(_REGION_SEP)
+        label = (
+            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1"><TR><TD><B>{esc(title)}</B></TD></TR>'
+            f'<TR><TD><FONT POINT-SIZE="9" COLOR="#444444">{esc(detail)}</FONT></TD></TR></TABLE>>'
+        )
+        attrs = {
+            "shape": "box",
+            "style": "filled",
+            "fillcolor": BOX_FILL,
+            "color": HIGHLIGHT if hl else (GRAD_BORDER if rg else BOX_BORDER),
+            "penwidth": "2.5" if hl or rg else "1.5",
+        }
+        node = Node(box_ids[b], "box", label, attrs, region=region or None, hl=hl)
+        node.members = tuple(m.id for m in group)
+        node.rank = next((m.rank for m in group if m.rank), None)
+        out.append(node)
+    return out, _remap_edges(edges, {i: box_ids[b] for i, b in box.items()})
+
+
+def _remap_edges(edges: list[Edge], alias: Mapping[str, str]) -> list[Edge]:
+    out: list[Edge] = []
+    index: dict[tuple[str, str, str], Edge] = {}
+    for e in edges:
+        src = alias.get(e.src, e.src)
+        dst = alias.get(e.dst, e.dst)
+        if src == dst:
+            continue
+        key = (src, dst, e.kind)
+        prev = index.get(key)
+        if prev is not None:
+            prev.hl = prev.hl or e.hl
+            continue
+        ne = Edge(src, dst, e.kind, dict(e.attrs), e.hl)
+        ne.orig = e.orig
+        index[key] = ne
+        out.append(ne)
+    return out
+
+
+def _periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, int]:
+    """``(start, period, repeats)`` of the longest stretch of ``sigs`` that repeats one
+    pattern of up to ``max_period`` ops (the shortest pattern on ties)."""
+    best = (0, 1, 0)
+    for p in range(1, max_period + 1):
+        start = 0
+        for k in range(p, len(sigs) + 1):
+            if k == len(sigs) or sigs[k] != sigs[k - p]:
+                repeats = (k - start) // p
+                if repeats * p > best[1] * best[2]:
+                    best = (start, p, repeats)
+                start = k - p + 1 if k < len(sigs) else k
+    return best
+
+
+def _collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
+    """Replace each long stretch of ops that repeats one pattern of up to four ops (a run
+    of one op, or the steps of a loop: ``mul, add, mul, add, ...``), together with the
+    unnamed tensors between them, every member with one way in and one way out, by a
+    single node, once the pattern repeats at least ``MIN_CHAIN`` times."""
+    preds: dict[str, list[str]] = {}
+    succs: dict[str, list[str]] = {}
+    for e in edges:
+        succs.setdefault(e.src, []).append(e.dst)
+        preds.setdefault(e.dst, []).append(e.src)
+    by_id = {n.id: n for n in nodes}
+
+    def simple(n: Node) -> bool:
+        return (
+            n.sig is not None and n.region is None and n.rank is None and not n.hl
+            and len(preds.get(n.id, ())) == 1 and len(succs.get(n.id, ())) == 1
+        )
+
+    alias: dict[str, str] = {}
+    new_nodes: dict[str, Node] = {}
+    visited: set[str] = set()
+    for n in nodes:
+        if n.id in visited or n.kind != "op" or not simple(n):
+            continue
+        # The maximal linear run of simple nodes through n.
+        back, cur = [], n
+        while True:
+            p = by_id.get(preds[cur.id][0])
+            if p is None or p.id in visited or not simple(p) or p is n:
+                break
+            back.append(p)
+            cur = p
+        back.reverse()
+        run, cur = back + [n], n
+        while True:
+            q = by_id.get(succs[cur.id][0])
+            if q is None or q.id in visited or not simple(q) or q is run[0]:
+                break
+            run.append(q)
+            cur = q
+        visited.update(m.id for m in run)
+        op_pos = [k for k, m in enumerate(run) if m.kind == "op"]
+        sigs = [run[k].sig for k in op_pos]
+        start, period, repeats = _periodic_segment(sigs)
+        if repeats < MIN_CHAIN:
+            continue
+        first, last = op_pos[start], op_pos[start + period * repeats - 1]
+        members = run[first:last + 1]
+        n_ops = period * repeats
+        cid = "chain_" + members[0].id
+        if period == 1:
+            head = f"{esc(sigs[start])} <B>×{n_ops:,}</B>"
+            detail = f"chain of {n_ops:,} identical ops"
+        else:
+            head = f"({esc(', '.join(sigs[start:start + period]))}) <B>×{repeats:,}</B>"
+            detail = f"{n_ops:,} ops repeating a pattern of {period}"
+        label = (
+            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
+            f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
+        )
+        attrs = dict(members[0].attrs)
+        attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
+        attrs.pop("tooltip", None)
+        node = Node(cid, "chain", label, attrs, scope=members[0].scope)
+        node.members = tuple(m.id for m in members)
+        new_nodes[members[0].id] = node
+        for m in members:
+            alias[m.id] = cid
+    if not alias:
+        return nodes, edges
+    out = []
+    for n in nodes:
+        if n.id in new_nodes:
+            out.append(new_nodes[n.id])
+        elif n.id not in alias:
+            out.append(n)
+    return out, _remap_edges(edges, alias)

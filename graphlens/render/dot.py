@@ -1,0 +1,133 @@
+"""DOT emission: quoting, attribute lists, node order and the Digraph of a collapsed scene."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Mapping
+
+import graphviz
+
+from ..graph import Graph
+from .legend import legend_label
+from .scene import Edge, Node, Options
+from .style import DETACH, FONT, HIGHLIGHT, REGION
+
+__all__ = ["emit", "quote", "attr_list", "topological"]
+
+
+def topological(nodes: list[Node], edges: list[Edge]) -> list[Node]:
+    """The nodes in forward order (inputs before what they feed), ties by graph order:
+    Graphviz places nodes left to right in the order it meets them."""
+    position = {n.id: i for i, n in enumerate(nodes)}
+    indegree = [0] * len(nodes)
+    succs: list[list[int]] = [[] for _ in nodes]
+    for e in edges:
+        a, b = position.get(e.src), position.get(e.dst)
+        if a is None or b is None or a == b:
+            continue
+        succs[a].append(b)
+        indegree[b] += 1
+    ready = [i for i, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in succs[i]:
+            indegree[j] -= 1
+            if indegree[j] == 0:
+                heapq.heappush(ready, j)
+    if len(order) < len(nodes):  # a cycle (cannot happen in autograd): keep the rest in graph order
+        done = set(order)
+        order.extend(i for i in range(len(nodes)) if i not in done)
+    return [nodes[i] for i in order]
+
+
+_QUOTED: dict[str, str] = {}
+
+
+def quote(value: str) -> str:
+    """graphviz's own quoting of a DOT id or value, remembered (values repeat a lot)."""
+    quoted = _QUOTED.get(value)
+    if quoted is None:
+        quoted = graphviz.quoting.quote(value)
+        if len(_QUOTED) < 8192:
+            _QUOTED[value] = quoted
+    return quoted
+
+
+def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
+    """`` [label=... key=value ...]`` exactly as graphviz writes it: the label first,
+    then the other attributes sorted by name; HTML-like labels as they are."""
+    parts = []
+    if label is not None:
+        parts.append("label=" + (label if label[:1] == "<" and label[-1:] == ">" else quote(label)))
+    for key in sorted(attrs):
+        value = attrs[key]
+        if value is not None:
+            parts.append(f"{quote(key)}={quote(value)}")
+    return " [" + " ".join(parts) + "]" if parts else ""
+
+
+def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str) -> graphviz.Digraph:
+    """The Digraph named ``name`` of the (collapsed) scene: nodes in forward order, no_grad regions
+    as dashed clusters, edges styled by kind and direction, ranks and the legend."""
+    dot = graphviz.Digraph(
+        name=name,
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": FONT,
+            "nodesep": "0.3",
+            "ranksep": "0.35",
+            "bgcolor": "white",
+            "newrank": "true",
+        },
+        node_attr={"fontname": FONT, "fontsize": "11"},
+        edge_attr={"fontname": FONT, "fontsize": "9", "color": "#444444", "arrowsize": "0.7"},
+    )
+    nodes = topological(nodes, edges)
+    body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
+    regions: dict[str, list[Node]] = {}
+    for n in nodes:
+        if n.region:
+            regions.setdefault(n.region, []).append(n)
+    for n in nodes:
+        if not n.region:
+            body.append(f"\t{quote(n.id)}{attr_list(n.label, n.attrs)}\n")
+    for region, members in regions.items():
+        kind = region.partition("#")[0]
+        cid = "cluster_" + "".join(c if c.isalnum() else "_" for c in region)
+        body.append(f"\tsubgraph {cid} {{\n")
+        body.append(f"\t\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n")
+        # The title is a node of its own above the region's first node, so that no
+        # edge is ever drawn across it (a cluster label would be).
+        title = cid.removeprefix("cluster_")
+        title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
+        body.append(f"\t\t{quote(title)}{attr_list(kind, title_attrs)}\n")
+        for n in members:
+            body.append(f"\t\t{quote(n.id)}{attr_list(n.label, n.attrs)}\n")
+        body.append(f"\t\t{quote(title)} -> {quote(members[0].id)}{attr_list(None, {'style': 'invis'})}\n")
+        body.append("\t}\n")
+    backward = o.direction == "backward"
+    for e in edges:
+        attrs = dict(e.attrs)
+        if e.kind == "detach":
+            attrs.update(style="dashed", color=DETACH, fontcolor=DETACH, label="detach", penwidth="1.2")
+            if backward:
+                attrs["dir"] = "none"
+        elif backward:
+            attrs["dir"] = "back"
+        if e.hl:
+            attrs.update(color=HIGHLIGHT, penwidth="2.5")
+        label = attrs.pop("label", None)
+        body.append(f"\t{quote(e.src)} -> {quote(e.dst)}{attr_list(label, attrs)}\n")
+    for rank in ("min", "max"):
+        ids = [n.id for n in nodes if n.rank == rank and not n.region]
+        if ids:
+            body.append("\t{rank=" + rank + "; " + "; ".join(ids) + "}\n")
+    if o.legend:
+        legend = legend_label(nodes, edges, graph, o)
+        if legend is not None:
+            legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
+            body.append(f"\tlegend{attr_list(legend, legend_attrs)}\n")
+    return dot

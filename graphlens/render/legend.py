@@ -1,0 +1,70 @@
+"""The legend: one row for each kind of mark a diagram actually shows."""
+
+from __future__ import annotations
+
+from ..graph import Graph
+from .labels import esc
+from .scene import Edge, Node, Options
+from .style import (
+    BOX_BORDER,
+    BOX_FILL,
+    DETACH,
+    GRAD_BORDER,
+    GRAD_TEXT,
+    HIGHLIGHT,
+    LEAF_FILL,
+    NONLEAF_FILL,
+    OP_BORDER,
+    OP_FILL,
+    PLAIN_BORDER,
+    REGION,
+    RELEASED,
+)
+
+__all__ = ["legend_label"]
+
+
+def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options) -> str | None:
+    """The legend's HTML-like label: one row for each kind of mark the diagram shows, or ``None``."""
+    kinds = {n.kind for n in nodes}
+    drawn = [n for n in nodes if n.kind == "tensor"]
+    rows: list[str] = []
+
+    def swatch(fill: str, border: str, width: int, text: str) -> str:
+        return (
+            f'<TR><TD BGCOLOR="{fill}" COLOR="{border}" BORDER="{width}" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
+            f'<TD ALIGN="LEFT">{text}</TD></TR>'
+        )
+
+    if any(n.attrs.get("fillcolor") == LEAF_FILL for n in drawn):
+        rows.append(swatch(LEAF_FILL, PLAIN_BORDER, 1, "leaf tensor"))
+    if any(n.attrs.get("fillcolor") == NONLEAF_FILL for n in drawn):
+        rows.append(swatch(NONLEAF_FILL, PLAIN_BORDER, 1, "non-leaf tensor"))
+    if any(n.rg for n in nodes):
+        rows.append(swatch(NONLEAF_FILL, GRAD_BORDER, 3, "requires grad"))
+    if "op" in kinds:
+        what = " (forward / backward name)" if o.view == "data" else " (backward node)"
+        rows.append(swatch(OP_FILL, OP_BORDER, 1, "operation" + what))
+    if any("<B>grad</B>" in n.label for n in drawn):
+        rows.append(f'<TR><TD><FONT COLOR="{GRAD_TEXT}"><B>grad</B></FONT></TD><TD ALIGN="LEFT">kept after backward</TD></TR>')
+    if any("(released)</I>" in n.label for n in drawn):
+        rows.append(f'<TR><TD><FONT COLOR="{RELEASED}"><I>grad</I></FONT></TD><TD ALIGN="LEFT">flowed, then released</TD></TR>')
+    if any(e.kind == "detach" for e in edges):
+        rows.append(f'<TR><TD><FONT COLOR="{DETACH}">- - -&gt;</FONT></TD><TD ALIGN="LEFT">detach(): no gradient path</TD></TR>')
+    for kind in sorted({n.region.partition("#")[0] for n in nodes if n.region}):
+        rows.append(
+            f'<TR><TD STYLE="dashed" COLOR="{REGION}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
+            f'<TD ALIGN="LEFT">made under {esc(kind)}</TD></TR>'
+        )
+    if kinds & {"box", "chain"}:
+        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain"))
+    if any(n.hl for n in nodes) or any(e.hl for e in edges):
+        rows.append(swatch("#ffffff", HIGHLIGHT, 3, "highlighted"))
+    if o.direction == "backward":
+        rows.append('<TR><TD>&lt;--</TD><TD ALIGN="LEFT">arrows: gradient flow</TD></TR>')
+    if not rows:
+        return None
+    return (
+        '<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="1">'
+        f'<TR><TD COLSPAN="2" ALIGN="LEFT"><FONT COLOR="#555555"><B>legend</B></FONT></TD></TR>' + "".join(rows) + "</TABLE>>"
+    )
