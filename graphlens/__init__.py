@@ -40,7 +40,8 @@ Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them wi
 
 from . import claims
 from .explain import Explanation, explain, explain_error
-from .graph import Edge, Graph, OpNode, TensorNode
+from ._safety import DeepGraphWarning
+from .graph import Edge, Graph, OpNode, SavedEntry, SavedState, Summary, TensorNode
 from .snapshot import snapshot
 from .trace import Trace, set_error_explainer as _set_error_explainer, trace
 
@@ -54,9 +55,13 @@ __all__ = [
     "TensorNode",
     "OpNode",
     "Edge",
+    "Summary",
+    "SavedEntry",
+    "SavedState",
     "explain",
     "explain_error",
     "Explanation",
     "claims",
+    "DeepGraphWarning",
 ]
 __version__ = "0.1.0"

@@ -99,6 +99,8 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
     """A Summary from what :func:`read_head` read; min / max / mean come from the head
     when it holds every element, else from ``live`` (a reduction) when it is given."""
     shape, dtype, numel, head = read
+    if type(shape) is not tuple:  # a torch.Size, as a trace records it
+        shape = plain_shape(shape)
     name = dtype_name(dtype) if not isinstance(dtype, str) else dtype
     lo = hi = mean = None
     if head is not None and dtype not in _COMPLEX and dtype is not torch.bool:

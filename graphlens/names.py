@@ -16,7 +16,7 @@ __all__ = ["NameBook", "user_frame", "frame_candidates", "is_internal", "INTERNA
 #: user programs and are not listed.
 INTERNAL_MODULES = frozenset({
     "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
-    "graphlens._checks", "graphlens._safety", "graphlens.explain", "graphlens.replay", "contextlib",
+    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._freeze", "graphlens._attribution", "graphlens.explain", "graphlens.replay", "contextlib",
 })
 #: The name of the one-line function through which a trace calls torch at the user's
 #: line (so torch's warnings name that line): its frame looks like the user's, but is not.

@@ -4,35 +4,39 @@ from __future__ import annotations
 
 import torch
 
-from ..snapshot import snapshot
+from ..trace import trace
 from ._observe import fn_name
 from .registry import HOLDS, REFUTED, Claim
 
 __all__ = ["CLAIMS", "dynamic_program", "dynamic_judge"]
 
 
-def dynamic_program(*, inputs=((1.0, 2.0), (-1.0, -2.0))) -> dict:
-    """Run one forward pass per input; the data decide which branch is taken."""
-    p = torch.tensor([0.5, 0.25], requires_grad=True)
+def dynamic_program(*, inputs=(((1.0, 2.0), (0.5, -1.0)), ((-1.0, -2.0), (0.5, -1.0)))) -> dict:
+    """Run one forward pass per pair of inputs ``(x1, x2)`` with the same weights ``p1``,
+    ``p2`` (the article's chart 1); the data decide which branch is taken."""
+    p1 = torch.tensor([0.3, -0.2], requires_grad=True)
+    p2 = torch.tensor([0.7, 0.1], requires_grad=True)
     runs = []
     evidence = []
-    for data in inputs:
-        x = torch.tensor(data)
-        y = x * p
-        recorded_at_once = fn_name(y)  # the node exists as soon as the op has run
-        if y.sum() > 0:
-            z = torch.exp(y)
-        else:
-            z = y**2
-        loss = z.sum()
-        graph = snapshot(loss)
+    for d1, d2 in inputs:
+        with trace() as tr:
+            x1 = torch.tensor(d1)
+            x2 = torch.tensor(d2)
+            y = x1 * p1
+            recorded_at_once = fn_name(y)  # the node exists as soon as the op has run
+            if sum(d1) > 0:  # control flow that depends on the data
+                z = torch.tanh(y) + x2 * p2
+            else:
+                z = y * y + x2 * p2
+            loss = (z**2).sum()
+            loss.backward()
+        graph = tr.graph()  # read now: the next run adds to p1.grad and p2.grad
         runs.append({
-            "input": list(data),
+            "input": [list(d1), list(d2)],
             "grad_fn_right_after_mul": recorded_at_once,
-            "ops": [op.name for op in graph.ops],
+            "ops": [op.name for op in graph.ops if op.name and op.name != "AccumulateGrad"],
         })
         evidence.append(graph)
-        loss.backward()
     return {"runs": runs, "evidence": tuple(evidence)}
 
 
