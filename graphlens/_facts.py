@@ -11,7 +11,7 @@ from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedS
 
 __all__ = [
     "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",
-    "read_saved", "check_roots", "flatten_tensors",
+    "read_saved", "saved_plan", "saved_value", "tensor_summary", "numel_of", "check_roots", "flatten_tensors",
 ]
 
 #: How many elements a value summary shows before it elides the rest.
@@ -30,6 +30,11 @@ def dtype_name(dtype: torch.dtype) -> str:
     return name
 
 
+#: dtypes whose values numpy can read in place.
+_NUMPY_DTYPES = frozenset({
+    torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128, torch.bool,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+})
 _FLOATING = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
 _COMPLEX = {torch.complex64, torch.complex128}
 
@@ -61,20 +66,29 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
         return ((), "unknown", 0, None)
     try:
         if t.layout != _STRIDED or t.is_meta or t.is_quantized or t.is_nested:
-            return (shape, dtype, _numel(shape), None)
+            return (shape, dtype, numel_of(shape), None)
         n = t.numel()
         if not shape:
             return (shape, dtype, n, (t.item(),))
+        if t.requires_grad:  # read through an alias: views of t must not enter its graph
+            t = t.detach()
         if max_elements <= 0 or n == 0:
             return (shape, dtype, n, ())
+        if n <= max_elements and len(shape) == 1:
+            return (shape, dtype, n, tuple(t.tolist()))
+        if dtype in _NUMPY_DTYPES and t.is_cpu:
+            try:  # numpy reads the head of any strides without a torch op (a third of the cost)
+                return (shape, dtype, n, tuple(t.numpy().flat[:max_elements].tolist()))
+            except Exception:  # noqa: BLE001 - e.g. a conjugate view numpy will not take
+                pass
         if n <= max_elements:
-            return (shape, dtype, n, tuple(t.reshape(-1).tolist() if len(shape) != 1 else t.tolist()))
+            return (shape, dtype, n, tuple(t.reshape(-1).tolist()))
         return (shape, dtype, n, tuple(_leading(t, max_elements).tolist()))
     except Exception:  # noqa: BLE001
-        return (shape, dtype, _numel(shape), None)
+        return (shape, dtype, numel_of(shape), None)
 
 
-def _numel(shape: tuple) -> int:
+def numel_of(shape: tuple) -> int:
     """The element count of a plain shape; -1 when a size is symbolic or ragged."""
     if all(type(n) is int for n in shape):
         return math.prod(shape)
@@ -201,6 +215,30 @@ _SAVED_NAMES_LIMIT = 2048  # bounded: a program may define a new autograd.Functi
 _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
 
 
+def saved_plan(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
+    """``(attribute, short name, raw attribute or None)`` of each ``_saved_*`` attribute
+    of ``fn``'s class (read once per class)."""
+    names = _SAVED_NAMES.get(type(fn))
+    return names if names is not None else _saved_names(fn)
+
+
+def tensor_summary(value: torch.Tensor) -> Summary:
+    """What a saved-entry record keeps of a saved tensor: its shape and dtype."""
+    try:
+        shape = plain_shape(value.shape)
+    except RuntimeError:
+        shape = shape_of(value)
+    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), None, None, None, None))
+
+
+def saved_value(value: Any) -> tuple[Any, bool]:
+    """``(plain, holds)``: a saved value that is not a tensor, as plain JSON-able data, and
+    whether it holds tensors (so backward may still free it)."""
+    if value is None or type(value) in _NUMBERS:
+        return value, False
+    return _plain(value), _holds_tensor(value)
+
+
 def _saved_names(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
     """``(attribute, short name, raw attribute or None)`` of each ``_saved_*`` attribute
     of ``fn``'s class; the raw one (``_raw_saved_*``) hands back the saved slot itself."""
@@ -305,9 +343,7 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
         return prev._replace(state=UNREADABLE), True
     if isinstance(value, torch.Tensor):
         tid = resolve(value, short) if resolve is not None else None
-        shape = shape_of(value)
-        summary = Summary(shape, dtype_name(value.dtype), _numel(shape), None)
-        return SavedEntry(short, LIVE, tid, summary), True
+        return SavedEntry(short, LIVE, tid, tensor_summary(value)), True
     return SavedEntry(short, LIVE, None, None, _plain(value)), _holds_tensor(value)
 
 

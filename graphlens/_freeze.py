@@ -9,11 +9,11 @@ import torch
 
 from ._facts import dtype_name, make_summary, plain_shape, tensor_node, version_of
 from ._recorder import (
-    _DETACHED_FROM, _DEVICE, _DTYPE, _IS_LEAF, _IS_PARAM, _IS_VIEW, _OP, _OUTPUT_NR, _REGION, _REQUIRES_GRAD,
-    _SCOPE, _SHAPE, _VERSION, Recorder, readable,
+    _DETACHED_FROM, _DEVICE, _DTYPE, _FORWARD, _HEAD, _INS, _IS_LEAF, _IS_PARAM, _IS_VIEW, _NAME, _OP, _OREGION,
+    _OSCOPE, _OUTPUT_NR, _REF, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, Recorder, readable,
 )
 from ._util import paused_gc
-from .graph import Edge, Graph, OpNode, TensorNode
+from .graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
 from .names import NameBook
 
 __all__ = ["freeze"]
@@ -40,32 +40,50 @@ def _flowed_by_tensor(rec: Recorder) -> dict[int, list]:
     return out
 
 
+def _saved_of(rec: Recorder, visited: set) -> dict[int, tuple]:
+    """Each op's saved entries.  An op read just now (its node is alive) says what it
+    holds; one whose node died after it ran in a backward pass that kept no graph had its
+    saved tensors released by PyTorch, which its entries say."""
+    for j in list(rec.rows):
+        rec.saved_of(j)
+    out = dict(rec.osaved)
+    for j in rec.released() - visited:
+        entries = out.get(j)
+        if entries and any(e.state is LIVE and (e.summary is not None or e.tensor is not None) for e in entries):
+            out[j] = tuple(
+                e._replace(state=FREED) if e.state is LIVE and (e.summary is not None or e.tensor is not None) else e
+                for e in entries
+            )
+    return out
+
+
 def _freeze(rec: Recorder, names, module) -> Graph:
-    refs_, facts_, oname = rec.refs, rec.facts, rec.oname
+    recs, ops_ = rec.tensors, rec.ops
     stale = set(rec.stale)
-    for i, ref in enumerate(refs_):  # tensors torch will not describe any more
-        t = ref()
+    for i, r in enumerate(recs):  # tensors torch will not describe any more
+        t = r[_REF]()
         if t is not None and i not in stale and not readable(t):
             stale.add(i)
     t = None
-    for i in range(len(refs_)):
-        f = facts_[i]
-        if i not in stale and not f[_REQUIRES_GRAD] and (f[_OP] is None or oname[f[_OP]] is None):
-            t = refs_[i]()
-            if t is not None and version_of(t) == f[_VERSION] and t.grad_fn is not None:
+    for i in range(len(recs)):
+        r = recs[i]
+        if i not in stale and not r[_REQUIRES_GRAD] and (r[_OP] is None or ops_[r[_OP]][_NAME] is None):
+            t = r[_REF]()
+            if t is not None and version_of(t) == r[_VERSION] and t.grad_fn is not None:
                 rec.adopted(t, i)
     t = None
     alive = []
-    for i, ref in enumerate(refs_):
-        t = ref()
+    for i, r in enumerate(recs):
+        t = r[_REF]()
         if t is not None and i not in stale:
             fn = t.grad_fn
             if fn is not None:
                 alive.append(fn)
     t = fn = None
-    rec.revisit(alive)
+    visited = rec.complete(alive)
     del alive
     flowed = _flowed_by_tensor(rec)
+    saved = _saved_of(rec, visited)
     book = NameBook()
     try:
         book.add_explicit(names)
@@ -78,60 +96,66 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         tensors: list[TensorNode] = []
         refs: dict[str, weakref.ref] = {}
         limit = rec.max_elements
-        for i, (ref, f, name) in enumerate(zip(refs_, facts_, rec.tnames)):
+        tnames = rec.tnames
+        for i, r in enumerate(recs):
             tid = f"t{i}"
-            t = None if i in stale else ref()
-            scope = f[_SCOPE]
-            op = f[_OP]
-            detached = f[_DETACHED_FROM]
+            t = None if i in stale else r[_REF]()
+            scope = r[_SCOPE]
+            op = r[_OP]
+            detached = r[_DETACHED_FROM]
+            name = tnames.get(i)
             extra = dict(
                 op=None if op is None else f"op{op}",
                 flowed=tuple(flowed.get(i, ())),
                 detached_from=None if detached is None else f"t{detached}",
-                region=f[_REGION],
+                region=r[_REGION],
             )
             if t is not None:
                 name = book.name_of(t) or name
                 if scope is None and param_scopes:
                     scope = param_scopes.get(id(t))
-                node = tensor_node(t, tid, name, output_nr=f[_OUTPUT_NR], max_elements=limit, scope=scope, **extra)
-                refs[tid] = ref
+                node = tensor_node(t, tid, name, output_nr=r[_OUTPUT_NR], max_elements=limit, scope=scope, **extra)
+                refs[tid] = r[_REF]
             else:
-                made = rec.values.get(i)
+                made = r[_HEAD]
                 node = TensorNode(
-                    tid, name, plain_shape(f[_SHAPE]), dtype_name(f[_DTYPE]), str(f[_DEVICE]), f[_IS_LEAF], f[_REQUIRES_GRAD],
-                    version=f[_VERSION], is_view=f[_IS_VIEW], output_nr=f[_OUTPUT_NR], is_parameter=f[_IS_PARAM],
-                    value=None if made is None else make_summary(made), scope=scope, **extra,
+                    tid, name, plain_shape(r[_SHAPE]), dtype_name(r[_DTYPE]), str(r[_DEVICE]), r[_IS_LEAF],
+                    r[_REQUIRES_GRAD], version=r[_VERSION], is_view=r[_IS_VIEW], output_nr=r[_OUTPUT_NR],
+                    is_parameter=r[_IS_PARAM], value=None if made is None else make_summary(made), scope=scope, **extra,
                 )
             tensors.append(node)
         t = None
     finally:
         book.close()
-    osaved = rec.osaved
     ops = [
         OpNode(
-            f"op{j}", name, forward, osaved.get(j, ()),
-            None if var is None else f"t{var}",
-            region,
-            scope if var is None else tensors[var].scope,
+            f"op{j}", o[_NAME], o[_FORWARD], saved.get(j, ()),
+            None if o[_VAR] is None else f"t{o[_VAR]}",
+            o[_OREGION],
+            o[_OSCOPE] if o[_VAR] is None else tensors[o[_VAR]].scope,
         )
-        for j, (name, var, (forward, region, scope)) in enumerate(zip(oname, rec.ovar, rec.owhere))
+        for j, o in enumerate(ops_)
     ]
     edges: list[Edge] = []
     onext = rec.onext
     for j in range(len(ops)):
         for input_nr, k, output_nr in onext.get(j, ()):
             edges.append(Edge(f"op{j}", f"op{k}", "next", input_nr, output_nr))
-    for j, in_ids in rec.inputs:
-        for input_nr, i in enumerate(in_ids):
+    called: set[int] = set()
+    for j in rec.calls:
+        if j in called:
+            continue
+        called.add(j)
+        for input_nr, i in enumerate(ops_[j][_INS] or ()):
             edges.append(Edge(f"t{i}", f"op{j}", "input", input_nr, 0))
-    for i, f in enumerate(facts_):
-        if f[_OP] is not None:
-            edges.append(Edge(f"op{f[_OP]}", f"t{i}", "output", 0, f[_OUTPUT_NR]))
-        if f[_DETACHED_FROM] is not None:
-            edges.append(Edge(f"t{f[_DETACHED_FROM]}", f"t{i}", "detach"))
+    for i, r in enumerate(recs):
+        if r[_OP] is not None:
+            edges.append(Edge(f"op{r[_OP]}", f"t{i}", "output", 0, r[_OUTPUT_NR]))
+        if r[_DETACHED_FROM] is not None:
+            edges.append(Edge(f"t{r[_DETACHED_FROM]}", f"t{i}", "detach"))
     roots = [f"t{i}" for i in rec.roots]
     if not roots:
         consumed = {e.src for e in edges if e.kind in ("input", "detach")}
         roots = [t.id for t in tensors if t.id not in consumed and t.op is not None]
     return Graph(tensors, ops, edges, roots, source="trace", refs=refs)
+

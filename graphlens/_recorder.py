@@ -9,29 +9,38 @@ from typing import Any, Callable
 
 import torch
 
-from ._facts import read_head, read_saved, same_data, shape_of, version_of
+from ._facts import (
+    _NUMBERS, dtype_name, numel_of, plain_shape, read_head, read_saved, same_data, saved_plan, saved_value, shape_of,
+    version_of,
+)
 from ._safety import guard_teardown
 from ._util import paused_gc, tensors_in
+from .graph import LIVE, UNREADABLE, SavedEntry, Summary
 from .names import frame_candidates
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "PLAIN", "DETACH", "func_name", "grad_fn_of", "readable", "sequence_now"]
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _STRIDED = torch.strided
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
 _grad_enabled = torch.is_grad_enabled
+_default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
+_tuple_new = tuple.__new__
 
 #: What a recorded call is, by the function torch hands the mode (cached per function).
 PLAIN, DETACH = 0, 1
 _DETACHES = {_Tensor.detach, _Tensor.detach_, _Tensor.data.__get__}  # type: ignore[attr-defined]
 
-# A tensor record ("facts") is one immutable tuple of plain values (indexes below), so
-# the garbage collector stops tracking it at its first pass: a trace of many small ops
-# must not fill the oldest generation with objects that each full collection walks again.
-_SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM = range(8)
-_OP, _OUTPUT_NR, _DETACHED_FROM, _REGION, _SCOPE = range(8, 13)
+# A tensor record is one immutable tuple of plain values (indexes below), so the garbage
+# collector stops tracking it at its first pass: a trace of many small ops must not fill
+# the oldest generation with objects that each full collection walks again.
+(_REF, _SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM, _OP, _OUTPUT_NR,
+ _DETACHED_FROM, _REGION, _SCOPE, _HEAD) = range(15)
+# An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
+# name, region, scope, {output_nr: tensor record}, input tensor records].
+_NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS = range(7)
 
 _FUNC_NAMES: dict[Any, str] = {}
 
@@ -78,20 +87,59 @@ def sequence_now() -> int:
     return probe.grad_fn._sequence_nr() + 1
 
 
+def _head(t: _Tensor, shape: Any, limit: int) -> Any:
+    """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere)."""
+    if not limit or not t.is_cpu:
+        return None  # (on accelerators reading would wait for the device)
+    if len(shape) == 1 and 0 < shape[0] <= limit and t.layout is _STRIDED and not t.is_nested:
+        return (shape, t.dtype, shape[0], tuple(t.tolist()))
+    return read_head(t, limit)
+
+
 def _flow(rec: "Recorder", j: int, targets: tuple, grad_outputs: tuple) -> None:
-    """The pre-hook body: note what flows into each recorded output of op ``j``.  It reads
-    only a few numbers (made into a Summary later) and returns None: grads are untouched."""
-    flowed, pass_nr, limit = rec.flowed, rec.passes, rec.max_elements
-    n = len(grad_outputs)
-    for nr, i in targets:
-        if nr < n:
-            g = grad_outputs[nr]
-            flowed.append((i, pass_nr, None if g is None else read_head(g, limit)))
+    """The pre-hook body: note that op ``j`` runs now and what flows into each of its
+    recorded outputs.  It reads only a few numbers (made into a Summary later) and
+    returns None: the gradients are untouched."""
+    rec.order.append(j)
+    if targets:
+        flowed, pass_nr, limit = rec.flowed, rec.passes, rec.max_elements
+        n = len(grad_outputs)
+        for nr, i in targets:
+            if nr < n:
+                g = grad_outputs[nr]
+                if g is None:
+                    flowed.append((i, pass_nr, None))
+                else:
+                    try:  # (a hook must never fail the user's backward)
+                        shape = g.shape
+                        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested:
+                            flowed.append((i, pass_nr, (shape, g.dtype, shape[0], tuple(g.tolist()))))
+                            continue
+                    except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
+                        pass
+                    flowed.append((i, pass_nr, read_head(g, limit)))
+    return None
+
+
+def _saved_entry(row: tuple) -> SavedEntry:
+    """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
+    if len(row) == 4:
+        short, i, shape, dtype = row
+        shape = plain_shape(shape)
+        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), None))
+    if len(row) == 2:
+        return SavedEntry(row[0], LIVE, None, None, row[1])
+    return SavedEntry(row[0], UNREADABLE)
+
+
+def _note_grad(rec: "Recorder", i: int, grad: Any) -> None:
+    """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
+    rec.flowed.append((i, rec.passes, None if grad is None else read_head(grad, rec.max_elements)))
     return None
 
 
 class Recorder:
-    """Records of every tensor and op a trace saw, as parallel lists of plain values.
+    """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
     Tensors are numbered by record (``t{i}`` in the graph), ops likewise (``op{j}``).
     The store keeps weak references to tensors and no backward node at all: a node is
@@ -103,32 +151,31 @@ class Recorder:
         self.saved = saved
         self.max_elements = max_elements
         self.first_seq = first_seq  # nodes made before the block are boundaries
-        # Tensor records, by index: a weak reference, the facts tuple, the name.
-        self.refs: list[weakref.ref] = []
-        self.facts: list[tuple] = []
-        self.tnames: list[str | None] = []
-        self.values: dict[int, tuple] = {}  # record -> head of its value when made (CPU tensors)
+        self.tensors: list[tuple] = []  # tensor records (see _REF ... _HEAD)
+        self.tnames: dict[int, str] = {}  # record -> the variable name it was first bound to
         self.stale: set[int] = set()  # records replaced by a newer version of their tensor
-        self.flowed: list[tuple[int, int, Any]] = []  # (record, backward pass, what flowed)
         self.by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
         self.roots: list[int] = []
-        # Op records, by index.
-        self.oname: list[str | None] = []
-        self.ovar: list[int | None] = []  # an AccumulateGrad's leaf record
-        self.owhere: list[tuple] = []  # (forward op name, region, scope)
-        self.oout: list[dict[int, int]] = []  # output_nr -> tensor record (latest)
-        self.osaved: dict[int, tuple] = {}  # read from the live node at backward / graph time
+        self.ops: list[list] = []  # op records (see _NAME ... _INS)
+        self.by_seq: dict[int, int] = {}  # a backward node's sequence number -> its op record
+        self.acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
+        self.calls: list[int] = []  # ops in the order they were called (forward)
+        self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
+        self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
         self.volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
         self.onext: dict[int, tuple] = {}  # op -> ((input_nr, op index, output_nr), ...)
         self.expanded: set[int] = set()
-        self.by_seq: dict[int, int] = {}  # a backward node's sequence number -> its op record
-        self.inputs: list[tuple[int, tuple[int, ...]]] = []  # (op index, input tensor indices)
-        self.oin: dict[int, tuple[int, ...]] = {}  # op -> its latest input tensor indices
-        self.acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
+        # What backward did: gradients that flowed, (record, pass, head); ops as they ran,
+        # with where each pass starts; per pass, whether it kept the graph and finished.
+        self.flowed: list[tuple[int, int, Any]] = []
+        self.order: list[int] = []
+        self.pass_starts: list[int] = []
+        self.pass_kept: list[bool] = []
+        self.pass_done: list[bool] = []
+        self.passes = 0
         self.region: str | None = None
         self.regions = 0
         self.scopes: list[str] = []
-        self.passes = 0
         self.frame: FrameType | None = None
         self.last_lasti = -1
 
@@ -146,20 +193,24 @@ class Recorder:
     def index_of(self, t: _Tensor) -> int | None:
         """The latest record of the live tensor ``t``, or None."""
         i = self.by_id.get(id(t))
-        if i is not None and self.refs[i]() is t:
+        if i is not None and self.tensors[i][_REF]() is t:
             return i
         return None
 
+    def name_of(self, i: int) -> str | None:
+        return self.tnames.get(i)
+
     def new_tensor(self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False) -> int:
         """A new record of ``t`` (a new tensor, or a new version of a recorded one)."""
-        refs = self.refs
-        i = len(refs)
+        recs = self.tensors
+        i = len(recs)
         key = id(t)
         old = self.by_id.get(key)
-        name = None
-        if old is not None and refs[old]() is t:
+        if old is not None and recs[old][_REF]() is t:
             self.stale.add(old)
-            name = self.tnames[old]
+            name = self.tnames.get(old)
+            if name is not None:
+                self.tnames[i] = name
         try:
             is_leaf = t.is_leaf
         except RuntimeError:  # a view torch will not describe (see grad_fn_of): no graph of its own
@@ -170,41 +221,33 @@ class Recorder:
             shape = shape_of(t)
         cls = type(t)
         scopes = self.scopes
-        self.facts.append((
-            shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
+        # A tensor keeps the head of its value as made: the record outlives the tensor,
+        # and an older version (before an in-place op) shows what it held then.
+        recs.append((
+            _ref(t), shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             cls is _Parameter or (cls is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
-            detached_from, region, None if external or not scopes else scopes[-1],
+            detached_from, region, None if external or not scopes else scopes[-1], _head(t, shape, self.max_elements),
         ))
-        limit = self.max_elements
-        if limit and t.is_cpu:
-            # A tensor keeps the head of its value as made: the record outlives the tensor,
-            # and an older version (before an in-place op) shows what it held then.  (Not
-            # on accelerators, where reading would wait for the device.)  Small tensors are
-            # read whole here, as numbers; Summary objects are made only by graph().
-            if len(shape) == 1 and 0 < shape[0] <= limit and t.layout is _STRIDED and not t.is_nested:
-                self.values[i] = (shape, t.dtype, shape[0], tuple(t.tolist()))
-            else:
-                self.values[i] = read_head(t, limit)
-        refs.append(_ref(t))
-        self.tnames.append(name)
         self.by_id[key] = i
         return i
 
     def input(self, t: _Tensor) -> int:
         """The record of an input tensor, made now if the tensor came from outside."""
         i = self.by_id.get(id(t))
-        if i is not None and self.refs[i]() is t:
-            f = self.facts[i]
-            if f[_REQUIRES_GRAD] or (f[_OP] is not None and self.oname[f[_OP]] is not None):
-                return i
-            return self.adopted(t, i) if version_of(t) == f[_VERSION] else i
+        if i is not None:
+            rec = self.tensors[i]
+            if rec[_REF]() is t:
+                op = rec[_OP]
+                if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
+                    return i
+                return self.adopted(t, i) if version_of(t) == rec[_VERSION] else i
         fn = grad_fn_of(t)
         if fn is None:
             return self.new_tensor(t, None, 0, None, None, external=True)
         op = self.op_of(fn, None)
         nr = t.output_nr
         i = self.new_tensor(t, op, nr, None, None, external=True)
-        self.oout[op].setdefault(nr, i)
+        self.ops[op][_OUTS].setdefault(nr, i)
         return i
 
     def adopted(self, t: _Tensor, i: int) -> int:
@@ -216,12 +259,13 @@ class Recorder:
         if fn is None:
             return i
         op = self.op_of(fn, None)
-        if self.owhere[op][0] is None and isinstance(fn, _CUSTOM_NODE):
-            name = self.oname[op] or ""
-            self.owhere[op] = (name.removesuffix("Backward") + ".apply", self.region_now(), self.scope())
+        orec = self.ops[op]
+        if orec[_FORWARD] is None and isinstance(fn, _CUSTOM_NODE):
+            orec[_FORWARD] = (orec[_NAME] or "").removesuffix("Backward") + ".apply"
+            orec[_OREGION], orec[_OSCOPE] = self.region_now(), self.scope()
         nr = t.output_nr
         j = self.new_tensor(t, op, nr, None, None)  # it has a grad_fn: made with grad on
-        self.oout[op][nr] = j
+        orec[_OUTS][nr] = j
         return j
 
     def scope(self) -> str | None:
@@ -230,11 +274,8 @@ class Recorder:
 
     # -- ops -----------------------------------------------------------------------------
     def new_op(self, name, forward, region, variable=None, scope=None) -> int:
-        j = len(self.oname)
-        self.oname.append(name)
-        self.ovar.append(variable)
-        self.owhere.append((forward, region, scope))
-        self.oout.append({})
+        j = len(self.ops)
+        self.ops.append([name, variable, forward, region, scope, {}, None])
         return j
 
     def op_of(self, fn: Any, forward: str | None, region: str | None = None) -> int:
@@ -251,15 +292,128 @@ class Recorder:
             return j
         seq = fn._sequence_nr()
         j = self.by_seq.get(seq)
-        if j is not None and self.oname[j] == name:
+        if j is not None and self.ops[j][_NAME] == name:
             return j
         j = self.new_op(name, forward, region if forward else None, scope=self.scopes[-1] if self.scopes else None)
         self.by_seq[seq] = j
         return j
 
+    def read_saved_now(self, fn: Any, j: int, outputs: tuple) -> None:
+        """Read what op ``j``'s node ``fn`` saved, right after the forward call made it.
+
+        No saved-tensor hook can be on a slot yet unless default hooks are active (then
+        the careful reader, which never unpacks a hooked slot, is used); a saved input
+        comes back as the very tensor object, a saved output as a new object holding the
+        output's data."""
+        if _default_hooks(False) is not None:
+            self.osaved[j], self.volatile[j] = read_saved(fn, resolve=partial(self.saved_tensor, j))
+            return
+        # Compact rows, made into SavedEntry records only when they are needed (saved_of):
+        # (name, tensor record or -1, shape, dtype) for a tensor, (name, value) otherwise.
+        rows = []
+        moving = []
+        by_id, recs = self.by_id, self.tensors
+        for k, (attr, short, _raw) in enumerate(saved_plan(fn)):
+            try:
+                value = getattr(fn, attr)
+            except Exception:  # noqa: BLE001 - an odd attribute must not break the program
+                rows.append((short,))
+                moving.append(k)
+                continue
+            if isinstance(value, _Tensor):
+                i = by_id.get(id(value))
+                if i is None or recs[i][_REF]() is not value:
+                    i = -1
+                    for o in outputs:
+                        t = recs[o][_REF]()
+                        if t is not None and same_data(t, value):
+                            i = o
+                            break
+                try:
+                    shape = value.shape
+                except RuntimeError:  # a strided nested tensor
+                    shape = shape_of(value)
+                rows.append((short, i, shape, value.dtype))
+                moving.append(k)
+            elif value is None or type(value) in _NUMBERS:
+                rows.append((short, value))
+            else:
+                plain, holds = saved_value(value)
+                rows.append((short, plain))
+                if holds:
+                    moving.append(k)
+        self.rows[j] = tuple(rows)
+        self.volatile[j] = tuple(moving)
+
+    def saved_of(self, j: int) -> tuple | None:
+        """Op ``j``'s saved entries as :class:`SavedEntry` records (None: never read)."""
+        rows = self.rows.pop(j, None)
+        if rows is not None:
+            self.osaved[j] = tuple(_saved_entry(r) for r in rows)
+        return self.osaved.get(j)
+
     # -- the forward pass ----------------------------------------------------------------
     def record(self, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
-        """Record one call the mode saw: its input tensors, its outputs, its backward node."""
+        """Record one call the mode saw: its input tensors, its outputs, its backward node.
+
+        The common call (plain tensors in, one new tensor out, grad on) is recorded inline;
+        everything else by :meth:`record_any`."""
+        if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled():
+            return self.record_any(func, kind, args, kwargs, out)
+        frame = self.frame
+        if frame is not None and frame.f_lasti != self.last_lasti:
+            self.scan_names()
+        by_id, recs = self.by_id, self.tensors
+        ins = []
+        for a in args:
+            if type(a) is _Tensor:
+                i = by_id.get(id(a))
+                if i is None:
+                    return self.record_any(func, kind, args, kwargs, out)
+                r = recs[i]
+                # (a record that does not require grad stays right while the tensor does
+                # not either; record_any handles the rest, e.g. requires_grad_() since)
+                if r[_REF]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad):
+                    return self.record_any(func, kind, args, kwargs, out)
+                ins.append(i)
+            elif isinstance(a, (_Tensor, list, tuple, dict)):
+                return self.record_any(func, kind, args, kwargs, out)
+        key = id(out)
+        i = by_id.get(key)
+        if i is not None and recs[i][_REF]() is out:  # in place, or handed back: see record_any
+            return self.record_any(func, kind, args, kwargs, out)
+        try:
+            fn = out.grad_fn
+        except RuntimeError:
+            fn = None
+        if fn is None:
+            return self.record_any(func, kind, args, kwargs, out)
+        seq = fn._sequence_nr()
+        if seq in self.by_seq or out.is_nested:
+            return self.record_any(func, kind, args, kwargs, out)
+        # A new backward node and its one output.
+        ops = self.ops
+        j = len(ops)
+        scopes = self.scopes
+        scope = scopes[-1] if scopes else None
+        nr = out.output_nr
+        i = len(recs)
+        ins_t = tuple(ins)
+        ops.append([type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t])
+        self.by_seq[seq] = j
+        self.calls.append(j)
+        shape = out.shape
+        recs.append((
+            _ref(out), shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
+            None, None, scope, _head(out, shape, self.max_elements),
+        ))
+        by_id[key] = i
+        if self.saved:
+            self.read_saved_now(fn, j, (i,))
+
+    def record_any(self, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
+        """Record any call: several outputs, containers, in-place ops, no_grad regions,
+        detach, tensors from outside the block."""
         if isinstance(out, _Tensor):
             outs: list = [out]
         else:
@@ -278,29 +432,22 @@ class Recorder:
         if kwargs:
             for a in kwargs.values():
                 tensors_in(a, ins)
-        region = None if _grad_enabled() and self.region is None else self.region_now()
+        region = self.region_now()
         if kind == DETACH:
             src = self.input(ins[0]) if ins else None
             for t in outs:
                 self.new_tensor(t, None, 0, src, region)
             return
-        # The inputs' records (the common case inline: a recorded tensor that requires grad).
-        by_id, refs, facts = self.by_id, self.refs, self.facts
-        in_ids: list = []
-        for t in ins:
-            i = by_id.get(id(t))
-            if i is not None and refs[i]() is t and facts[i][_REQUIRES_GRAD]:
-                in_ids.append(i)
-            else:
-                in_ids.append(self.input(t))
+        in_ids = tuple([self.input(t) for t in ins])
         # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
         # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
+        recs = self.tensors
         for t in outs:
-            i = by_id.get(id(t))
-            if i is not None and i in in_ids and refs[i]() is t:
-                f = facts[i]
-                if f[_VERSION] == version_of(t) and (f[_OP] is None) == (grad_fn_of(t) is None):
+            i = self.by_id.get(id(t))
+            if i is not None and i in in_ids and recs[i][_REF]() is t:
+                rec = recs[i]
+                if rec[_VERSION] == version_of(t) and (rec[_OP] is None) == (grad_fn_of(t) is None):
                     continue
             fresh.append(t)
         if not fresh:
@@ -311,25 +458,27 @@ class Recorder:
                 self.new_tensor(t, None, 0, None, region)
             return
         forward = _FUNC_NAMES.get(func) or func_name(func)
+        new_node = False
         if fn is not None:
+            seq = fn._sequence_nr() if type(fn).__name__ != "AccumulateGrad" else None
+            new_node = seq is not None and seq not in self.by_seq
             op = self.op_of(fn, forward, region)
-            where = self.owhere[op]
-            if where[0] is None:
-                self.owhere[op] = (forward, region, self.scope())
+            orec = self.ops[op]
+            if orec[_FORWARD] is None:
+                orec[_FORWARD], orec[_OREGION], orec[_OSCOPE] = forward, region, self.scope()
         else:
             op = self.new_op(None, forward, region, scope=self.scope())
-        ids = tuple(in_ids)
-        self.inputs.append((op, ids))
-        self.oin[op] = ids
-        outputs = self.oout[op]
-        if len(fresh) == 1 and fn is not None:
-            t = fresh[0]
-            nr = t.output_nr
-            outputs[nr] = self.new_tensor(t, op, nr, None, region)
-            return
+            orec = self.ops[op]
+        orec[_INS] = in_ids
+        self.calls.append(op)
+        outputs = orec[_OUTS]
+        made = []
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and grad_fn_of(t) is fn else k
-            outputs[nr] = self.new_tensor(t, op, nr, None, region)
+            outputs[nr] = i = self.new_tensor(t, op, nr, None, region)
+            made.append(i)
+        if new_node and self.saved:
+            self.read_saved_now(fn, op, tuple(made))
 
     def scan_names(self) -> None:
         """Name recorded tensors after the variables of the block's frame that hold them
@@ -345,24 +494,29 @@ class Recorder:
         names = self.tnames
         for name, t in frame_candidates(frame, with_globals=False):
             i = self.index_of(t)
-            if i is not None and names[i] is None:
+            if i is not None and i not in names:
                 names[i] = name
 
     # -- the backward structure ------------------------------------------------------------
-    def complete(self, fns: list, *, hook: bool = False) -> list:
+    def complete(self, fns: list, *, handles: list | None = None) -> set:
         """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
-        once and read its saved attributes now.  Nodes made before the block are recorded
-        but not walked into.  With ``hook``, put a pre-hook recording the gradient that
-        flows into each recorded output on every node visited; returns the hooks' handles
-        (remove them when backward is done, also on an error)."""
-        handles: list = []
+        once, and read what it saved where the forward pass did not (or again, where
+        backward may have freed it since).  Nodes made before the block are recorded but
+        not walked into.  Given ``handles``, put a pre-hook on every node visited, which
+        notes when the node runs and the gradient flowing into each of its recorded
+        outputs, and append the hooks' handles (remove them when backward is done, also on
+        an error).  Returns the op records visited."""
+        hook = handles is not None
+        added: list = []
+        visited: set = set()
         seen: set = set()
         stack = [fn for fn in fns if fn is not None]
         first = self.first_seq
-        expanded, ovar, osaved, owhere, oout = self.expanded, self.ovar, self.osaved, self.owhere, self.oout
-        volatile, by_seq, oname, onext = self.volatile, self.by_seq, self.oname, self.onext
+        ops, expanded, osaved, volatile, by_seq, onext = (
+            self.ops, self.expanded, self.osaved, self.volatile, self.by_seq, self.onext
+        )
         read = self.saved
-        op_of = self.op_of
+        op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
         try:
             with paused_gc():
                 while stack:
@@ -372,20 +526,21 @@ class Recorder:
                     seen.add(fn)
                     name = type(fn).__name__
                     j = by_seq.get(fn._sequence_nr()) if name != "AccumulateGrad" else None
-                    if j is None or oname[j] != name:
+                    if j is None or ops[j][_NAME] != name:
                         j = op_of(fn, None)
-                    var = ovar[j]
+                    visited.add(j)
+                    orec = ops[j]
+                    var = orec[_VAR]
                     if hook:
-                        targets = ((0, var),) if var is not None else tuple(oout[j].items())
-                        if targets:
-                            handles.append(fn.register_prehook(partial(_flow, self, j, targets)))
+                        targets = ((0, var),) if var is not None else tuple(orec[_OUTS].items())
+                        added.append(fn.register_prehook(partial(_flow, self, j, targets)))
                     if var is not None:
                         expanded.add(j)
                         continue
-                    if read:
-                        # Plain saved values never change: only tensors can be freed since.
+                    if read and not (hook and (j in osaved or j in rows)):
+                        # (before a backward, what the forward pass read is still true)
                         osaved[j], volatile[j] = read_saved(
-                            fn, osaved.get(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)
+                            fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)
                         )
                     if j in expanded:
                         if j in onext:  # walked before: only its hooks and saved values are new
@@ -398,45 +553,52 @@ class Recorder:
                     for input_nr, (child, output_nr) in enumerate(fn.next_functions):
                         if child is not None:
                             k = op_of(child, None)
-                            forward, region, scope = owhere[k]
-                            if scope is None and forward is None:
-                                owhere[k] = (forward, region, owhere[j][2])  # e.g. the TBackward0 inside linear
+                            crec = ops[k]
+                            if crec[_OSCOPE] is None and crec[_FORWARD] is None:
+                                crec[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
                             links.append((input_nr, k, output_nr))
                             if child not in seen:
                                 stack.append(child)
                     onext[j] = tuple(links)
         except BaseException:
-            for h in handles:
+            for h in added:
                 h.remove()
             raise
         finally:
             fn = child = None
+        if hook:
+            handles.extend(added)
         guard_teardown(len(seen))
-        return handles
-
-    def revisit(self, fns: list) -> None:
-        """Walk again from ``fns`` (no hooks), for nodes a backward never reached; saved
-        values already freed are not read again."""
-        self.complete(fns)
+        return visited
 
     def saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:
         """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or
         outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
-        near = [*self.oin.get(j, ()), *self.oout[j].values()]
-        refs = self.refs
+        orec = self.ops[j]
+        near = [*(orec[_INS] or ()), *orec[_OUTS].values()]
+        recs = self.tensors
         for i in reversed(near):  # the latest version first
-            t = refs[i]()
+            t = recs[i][_REF]()
             if t is not None and same_data(t, value):
                 return f"t{i}"
         i = self.index_of(value)
         return None if i is None else f"t{i}"
 
-    def note_roots(self, roots: list) -> None:
+    # -- a backward call ------------------------------------------------------------------
+    def begin_pass(self, roots: list, *, kept: bool) -> None:
+        """Note a backward call from ``roots`` (``kept``: with ``retain_graph``)."""
         for t in roots:
             if isinstance(t, _Tensor):
                 i = self.input(t)
                 if i not in self.roots:
                     self.roots.append(i)
+        self.pass_starts.append(len(self.order))
+        self.pass_kept.append(kept)
+        self.pass_done.append(False)
+
+    def end_pass(self, *, done: bool) -> None:
+        self.pass_done[self.passes] = done
+        self.passes += 1
 
     def hook_grad_inputs(self, inputs: Any) -> list:
         """torch.autograd.grad hands leaf inputs their gradient without running their
@@ -450,7 +612,12 @@ class Recorder:
             handles.append(t.register_hook(partial(_note_grad, self, i)))
         return handles
 
-
-def _note_grad(rec: Recorder, i: int, grad: Any) -> None:
-    rec.flowed.append((i, rec.passes, None if grad is None else read_head(grad, rec.max_elements)))
-    return None
+    def released(self) -> set[int]:
+        """The ops that ran in a backward pass that finished without ``retain_graph``:
+        PyTorch released what they saved."""
+        out: set[int] = set()
+        order, starts = self.order, self.pass_starts + [len(self.order)]
+        for p in range(self.passes):
+            if self.pass_done[p] and not self.pass_kept[p]:
+                out.update(order[starts[p]:starts[p + 1]])
+        return out

@@ -256,18 +256,25 @@ class Trace:
     def _run_backward_paused(self, func, args, kwargs, roots: list):
         rec = self._rec
         handles: list = []
+        done = False
         try:
-            rec.note_roots(roots)
-            fns = [grad_fn_of(t) for t in roots if isinstance(t, _Tensor)]
-            handles = rec.complete(fns, hook=rec.grads)
-            del fns
+            if func is torch.autograd.grad:
+                keep = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+                create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+            else:
+                keep = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+                create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+            rec.begin_pass(roots, kept=bool(create if keep is None else keep))
+            rec.complete([grad_fn_of(t) for t in roots if isinstance(t, _Tensor)], handles=handles if rec.grads else None)
             if rec.grads and func is torch.autograd.grad:
                 handles.extend(rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs")))
-            return as_user(func, args, kwargs)
+            out = as_user(func, args, kwargs)
+            done = True
+            return out
         finally:
             for h in handles:
                 h.remove()
-            rec.passes += 1
+            rec.end_pass(done=done)
 
 
 def trace(
