@@ -34,7 +34,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import graphlens as gl
-from graphlens import _safety
 
 try:  # drawing is optional: skip part (b) for graphlens when render is absent
     from graphlens.render import to_dot
@@ -151,7 +150,7 @@ def part_a_b(workloads: list, repeats: int, floor: float) -> list[dict]:
     for build in workloads:
         root, keep = build()
         n = bare_walk(root)
-        _safety.guard_teardown(n)  # the bare walk and torchviz wrap nodes too; freeing must stay safe
+        gl.snapshot(root)  # the bare walk and torchviz wrap nodes too: a snapshot keeps freeing safe
         row: dict[str, Any] = {"graph": build.__name__, "nodes": n}
         sides = {
             "walk": lambda: bare_walk(root),

@@ -13,7 +13,7 @@ from ._facts import (
     _NUMBERS, dtype_name, numel_of, plain_shape, read_head, read_saved, same_data, saved_plan, saved_value, shape_of,
     version_of,
 )
-from ._safety import guard_teardown
+from ._safety import KEEP_MIN_NODES, keep_children
 from ._util import paused_gc, tensors_in
 from .graph import LIVE, UNREADABLE, SavedEntry, Summary
 from .names import frame_candidates
@@ -296,6 +296,8 @@ class Recorder:
             return j
         j = self.new_op(name, forward, region if forward else None, scope=self.scopes[-1] if self.scopes else None)
         self.by_seq[seq] = j
+        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
+            keep_children(fn)
         return j
 
     def read_saved_now(self, fn: Any, j: int, outputs: tuple) -> None:
@@ -402,6 +404,8 @@ class Recorder:
         ops.append([type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t])
         self.by_seq[seq] = j
         self.calls.append(j)
+        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
+            keep_children(fn)
         shape = out.shape
         recs.append((
             _ref(out), shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
@@ -568,7 +572,6 @@ class Recorder:
             fn = child = None
         if hook:
             handles.extend(added)
-        guard_teardown(len(seen))
         return visited
 
     def saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:

@@ -1,70 +1,79 @@
-"""Keeping deep graphs safe to free after graphlens walked them."""
+"""Keeping deep graphs safe to free after graphlens walked them (any thread, any depth).
+
+Why it is needed (torch 2.13): once graphlens has the Python wrapper of a backward node
+(from ``grad_fn`` or ``next_functions``), that wrapper owns the node and the node keeps
+the wrapper alive, so while the graph lives each wrapped node has two owners.  PyTorch
+frees a graph iteratively only through nodes with one owner (``gatherFunctions`` in
+``torch/csrc/autograd/function.cpp``); a wrapped node is freed in place instead, and
+frees its own children from inside its destructor: about 200 bytes of C stack per node,
+so a chain of ~40,000 wrapped nodes overflows an 8 MiB stack and kills the interpreter.
+A plain Python walk of ``next_functions`` does the same without graphlens.
+
+The remedy: each walked node of a deep graph keeps the tuple of its children's wrappers
+(its own ``next_functions``) in its ``metadata`` under :data:`KEEP_KEY`.  When the node
+dies, its children are released by the deallocation of that dict and tuple, which
+CPython flattens into a loop (its "trashcan" nests at most ~50 container frees), in
+whatever thread frees the graph and whatever that thread's stack size.  The tuple holds
+only what the node already owns, so no node or tensor lives a moment longer.  Graphs of
+fewer than :data:`KEEP_MIN_NODES` nodes are never touched.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
 import warnings
+from typing import Any, Iterable
 
-__all__ = ["DeepGraphWarning", "guard_teardown", "DEEP_GRAPH_NODES"]
+__all__ = ["DeepGraphWarning", "KEEP_KEY", "KEEP_MIN_NODES", "keep_children", "keep_walked"]
 
-#: Graphs with at least this many backward nodes get the teardown guard.
-DEEP_GRAPH_NODES = 20_000
+#: The one key graphlens writes into ``grad_fn.metadata``, on the nodes of deep graphs only.
+KEEP_KEY = "graphlens.children"
 
-# Measured on torch 2.13 / CPython 3.11: freeing a chain whose node wrappers once
-# existed takes about 300 bytes of C stack per node.  Keep a wide margin.
-_BYTES_PER_NODE = 1024
-_BASE = 16 * 2**20
-_CAP = 8 * 2**30
+#: Graphs with fewer walked nodes are left untouched: freeing that many wrapped nodes
+#: in place needs about 1 MiB of C stack, which any default thread stack holds.
+KEEP_MIN_NODES = 5_000
 
 
 class DeepGraphWarning(RuntimeWarning):
     """Freeing a very deep autograd graph after a walk may overflow the C stack."""
 
 
-def guard_teardown(n_nodes: int) -> None:
-    """Make it safe to free a graph of ``n_nodes`` backward nodes after a Python walk.
-
-    Once Python wrappers of a graph's nodes have existed, PyTorch frees that graph
-    recursively, about 300 bytes of C stack per node: a chain of ~50k nodes overflows
-    the default 8 MiB stack and kills the interpreter.  On Linux the main thread's stack
-    grows on demand up to the soft ``RLIMIT_STACK``, so raising that limit (never past
-    the hard limit) is enough.  The limit is process-wide, so it is raised from any
-    thread; but a thread other than the main one has a stack of fixed size, so a graph
-    walked there may still crash when that thread (or another non-main one) frees it:
-    a :class:`DeepGraphWarning` then says so, once per call site.
-    """
-    if n_nodes < DEEP_GRAPH_NODES:
-        return
-    need = min(_BASE + n_nodes * _BYTES_PER_NODE, _CAP)
-    reason = None
-    if not sys.platform.startswith("linux"):
-        reason = f"raising the stack limit is only done on Linux, not {sys.platform}"
-    else:
+def keep_children(fn: Any, nexts: tuple | None = None) -> tuple:
+    """Make ``fn`` hold the wrappers of its children until it dies (see the module
+    docstring); returns ``nexts`` (read now when not given)."""
+    if nexts is None:
+        nexts = fn.next_functions
+    if nexts:
         try:
-            import resource
+            fn.metadata[KEEP_KEY] = nexts
+        except Exception as exc:  # noqa: BLE001 - never fail the walk; say what is at risk
+            _warn(exc)
+    return nexts
 
-            soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-            if soft != resource.RLIM_INFINITY and soft < need:
-                target = need if hard == resource.RLIM_INFINITY else min(need, hard)
-                resource.setrlimit(resource.RLIMIT_STACK, (target, hard))
-                if target < need:
-                    reason = f"the hard stack limit ({hard} bytes) is below the {need} bytes needed"
-        except (ImportError, ValueError, OSError) as exc:
-            reason = f"the stack limit could not be raised ({exc})"
-        if reason is None and threading.current_thread() is not threading.main_thread():
-            reason = (
-                "the walk ran outside the main thread: the raised stack limit protects a free on the "
-                "main thread, but this thread's stack has a fixed size (set a larger one with "
-                "threading.stack_size() before starting the thread, or free the graph on the main thread)"
-            )
-    if reason is None:
+
+def keep_walked(fns: Iterable[Any], nexts: Iterable[tuple]) -> None:
+    """After a walk: every node of ``fns`` keeps its ``next_functions`` (parallel ``nexts``)."""
+    key = KEEP_KEY
+    try:
+        for fn, nf in zip(fns, nexts):
+            if nf:
+                fn.metadata[key] = nf
+    except Exception as exc:  # noqa: BLE001
+        _warn(exc)
+
+
+_warned = False
+
+
+def _warn(exc: BaseException) -> None:
+    global _warned
+    if _warned:
         return
+    _warned = True
     warnings.warn(
-        f"graphlens walked a graph of {n_nodes} backward nodes; freeing it may crash the "
-        f"interpreter because {reason}. Run such graphs on the main thread (Linux), or "
-        f"raise the stack limit before starting Python (ulimit -s unlimited).",
+        f"graphlens could not protect a deep autograd graph it walked ({exc}); freeing that graph may "
+        f"overflow the C stack. Free it on a thread with a large stack (threading.stack_size()).",
         DeepGraphWarning,
         stacklevel=_user_stacklevel(),
     )

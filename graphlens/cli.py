@@ -214,6 +214,10 @@ def run_demo_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     except ValueError as exc:
         print(f"graphlens demo: {exc}", file=sys.stderr)
         return 2
+    problem = None if args.out is None else _not_a_folder(args.out)
+    if problem:
+        print(f"graphlens demo: {problem}", file=sys.stderr)
+        return 2
     return run_demo(args.name, [] if args.out is None else ["--out", args.out])
 
 
@@ -237,10 +241,23 @@ def run_tour_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     from .tour import write_tour
 
     out = sys.stdout if out is None else out
+    problem = _not_a_folder(args.out)
+    if problem:
+        print(f"graphlens tour: {problem}", file=sys.stderr)
+        return 2
     path = write_tour(args.out)
     print(f"tour written: {path.resolve()}", file=out)
     print(f"open it with: python -m webbrowser file://{path.resolve()}", file=out)
     return 0
+
+
+def _not_a_folder(path: str) -> str | None:
+    """Why ``--out path`` cannot be the output folder, or None."""
+    if not path:
+        return "--out is empty: give a folder, e.g. --out graphlens-out"
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"--out {path!r} is a file, not a folder: give a folder to write into"
+    return None
 
 
 # -- the parser -------------------------------------------------------------------------
@@ -278,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a folder that cannot be made, a full disk, no permission: one line
+        where = f" {str(exc.filename)!r}" if exc.filename else ""
+        print(f"graphlens {args.command}: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

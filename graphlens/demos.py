@@ -56,7 +56,7 @@ def find_demo(name: str) -> Demo:
     key = str(name).strip().removesuffix(".py").lower()
     for demo in demos:
         number, _, topic = demo.name.partition("_")
-        if key in (demo.name, topic) or (key.isdigit() and int(key) == int(number)):
+        if key in (demo.name, topic) or (key.isascii() and key.isdigit() and int(key) == int(number)):
             return demo
     raise ValueError(f"unknown demo: {name!r} (must be one of {[d.name for d in demos]})")
 

@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
 
+from ._safety import KEEP_MIN_NODES, keep_children
+
 __all__ = ["LEAF_KINDS", "OP_KINDS", "Step", "Program", "Executed", "FunctionProgram", "backward_nodes"]
 
 
@@ -342,7 +344,7 @@ def backward_nodes(roots: Iterable[torch.Tensor]) -> tuple[list, dict]:
             continue
         seen.add(fn)
         nodes.append(fn)
-        nf = fn.next_functions
+        nf = fn.next_functions if len(seen) < KEEP_MIN_NODES else keep_children(fn)
         edges[fn] = [(i, c, nr) for i, (c, nr) in enumerate(nf) if c is not None]
         for c, _ in reversed(nf):
             if c is not None and c not in seen:

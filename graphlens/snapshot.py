@@ -12,7 +12,7 @@ import torch
 
 from ._checks import check_count, check_optional_flag
 from ._facts import MAX_ELEMENTS, check_roots, same_data, saved_attributes, tensor_node
-from ._safety import guard_teardown
+from ._safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
 from .names import NameBook, user_frame
@@ -101,7 +101,8 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         push(reversed(nf))
     del stack, pop, push, record
     fns = list(index)
-    guard_teardown(len(fns))
+    if len(fns) >= KEEP_MIN_NODES:  # freeing the graph must stay safe (see graphlens._safety)
+        keep_walked(fns, nexts)
 
     # 2. Per op only plain data is kept: its class, its next_functions as parallel lists
     #    (child count, child op index or None, output_nr), built with C-level maps.

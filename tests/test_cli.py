@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -141,3 +142,42 @@ def test_closed_pipe_is_not_an_error():
     )
     assert proc.stdout.strip() == "{"
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _cli(*args, **kw):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "graphlens", *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+@pytest.mark.parametrize(
+    "args, status, words",
+    [
+        (("tour", "--out", "/proc/graphlens-x"), 1, "cannot write '/proc/graphlens-x'"),
+        (("tour", "--out", "README.md"), 2, "is a file, not a folder"),
+        (("demo", "²"), 2, "unknown demo: '²'"),
+        (("demo", "4", "--out", "/proc/graphlens-x/y"), 1, "cannot write"),
+    ],
+)
+def test_bad_output_paths_and_names_get_one_line_and_a_status(args, status, words):
+    """Unwritable or wrong --out paths and unknown demos give one line on stderr and exit 1 or 2, never a traceback."""
+    proc = _cli(*args, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == status, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and SIGXFSZ as on Linux")
+def test_a_full_disk_is_one_line_and_status_1(tmp_path):
+    """When writing the tour fails for lack of space (file size limit: EFBIG, as ENOSPC would), one line and exit 1."""
+    import resource
+    import signal
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    proc = _cli("tour", "--out", str(tmp_path / "out"), preexec_fn=small_files)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr

@@ -325,3 +325,59 @@ def test_trace_flags_must_be_booleans():
     """trace(explain_errors='yes') is a TypeError naming the option."""
     with pytest.raises(TypeError, match="explain_errors must be True or False"):
         gl.trace(explain_errors="yes")
+
+
+def _saved(g, op_name):
+    op = next(o for o in g.ops if o.name == op_name)
+    return {e.name: e for e in op.saved}
+
+
+def test_saved_tensors_name_the_tensor_they_are_and_show_freed_after_backward():
+    """A traced op's saved entries say which tensor was saved; after backward they say freed,
+    also when the node died before graph() was called."""
+    from graphlens.graph import FREED, LIVE
+
+    with gl.trace() as tr:
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        w = torch.tensor([3.0, 4.0], requires_grad=True)
+        h = x * w
+        s = torch.sigmoid(h)
+        before = tr.graph()
+        s.sum().backward()
+    saved = _saved(before, "MulBackward0")
+    assert saved["self"].state is LIVE and saved["self"].tensor == before.find("x").id
+    assert saved["other"].tensor == before.find("w").id and saved["other"].summary.shape == (2,)
+    assert _saved(before, "SigmoidBackward0")["result"].tensor == before.find("s").id
+    alive = tr.graph()
+    assert {e.state for e in _saved(alive, "MulBackward0").values()} == {FREED}
+    del h, s  # the whole graph dies: graphlens can no longer read the nodes
+    dead = tr.graph()
+    mul = _saved(dead, "MulBackward0")
+    assert mul["self"].state is FREED and mul["self"].tensor == dead.find("x").id
+
+
+def test_saved_tensors_stay_live_after_a_backward_that_kept_the_graph():
+    """With retain_graph=True the saved tensors are still there, and the records say so."""
+    from graphlens.graph import LIVE
+
+    with gl.trace() as tr:
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        loss = (x * x).sum()
+        loss.backward(retain_graph=True)
+    assert {e.state for e in _saved(tr.graph(), "MulBackward0").values()} == {LIVE}
+    del loss
+    assert {e.state for e in _saved(tr.graph(), "MulBackward0").values()} == {LIVE}
+
+
+def test_a_failed_backward_is_not_taken_as_having_freed_anything():
+    """When backward raises, graphlens does not claim the saved tensors were released."""
+    from graphlens.graph import FREED
+
+    with gl.trace() as tr:
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()
+        y.add_(1)  # exp saved its result: backward must fail
+        with pytest.raises(RuntimeError, match="inplace"):
+            y.sum().backward()
+    exp = next(o for o in tr.graph().ops if o.name == "ExpBackward0")
+    assert all(e.state is not FREED for e in exp.saved)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from .._safety import KEEP_MIN_NODES, keep_children
+
 from ..graph import Graph
 
 __all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory"]
@@ -35,7 +37,8 @@ def reaches(starts: list, target: torch.Tensor, *, limit: int = 500_000) -> bool
             return True
         if goal is None and type(fn).__name__ == "AccumulateGrad" and fn.variable is target:
             return True
-        for child, _ in fn.next_functions:
+        nexts = fn.next_functions if len(seen) < KEEP_MIN_NODES else keep_children(fn)
+        for child, _ in nexts:
             if child is not None and child not in seen:
                 stack.append(child)
     return False

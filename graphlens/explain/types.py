@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any, Iterable, Sequence
 
 from ..graph import Graph
@@ -51,6 +53,14 @@ ERROR_REASONS: dict[str, str] = {
 
 #: Every reason code graphlens can give.
 REASONS: dict[str, str] = {**GRAD_REASONS, **ERROR_REASONS}
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+
+
+def _md(text: str) -> str:
+    """``text`` as literal Markdown: HTML characters escaped, Markdown punctuation backslashed."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
 
 
 class Explanation:
@@ -111,8 +121,19 @@ class Explanation:
         who = self.tensor_name or self.tensor_id or "?"
         return f"<Explanation {who}: {', '.join(self.reasons)}>"
 
-    def _repr_markdown_(self) -> str:
-        return str(self).replace("\n", "\n\n")
+    def to_markdown(self) -> str:
+        """The answer as Markdown, every name and error text escaped (a notebook shows it
+        as text: a name like ``<img src=x>`` or ``[a](javascript:b)`` stays text)."""
+        text = _md(" ".join(self.sentences))
+        return f"{text}\n\n**Fix:** {_md(self.fix)}" if self.fix else text
+
+    def to_html(self) -> str:
+        """The answer as an HTML fragment, every name and error text escaped."""
+        body = f"<p>{html.escape(' '.join(self.sentences))}</p>"
+        return body + (f"<p><b>Fix:</b> {html.escape(self.fix)}</p>" if self.fix else "")
+
+    _repr_markdown_ = to_markdown
+    _repr_html_ = to_html
 
     def to_dot(self, **opts: Any):
         """The graph as a ``graphviz.Digraph`` with :attr:`path` and :attr:`edges`

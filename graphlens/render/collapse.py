@@ -81,7 +81,16 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         b = box.get(n.id)
         if b is not None:
             members.setdefault(b, []).append(n)
-    box_ids = {b: "scope_" + "".join(c if c.isalnum() else "_" for c in b) for b in members}
+    box_ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for b in members:  # distinct ids for distinct scopes ('a-b', 'a_b' and 'a+b' are three boxes)
+        base = "scope_" + "".join(c if c.isalnum() else "_" for c in b)[:60]
+        bid, k = base, 1
+        while bid in taken:
+            k += 1
+            bid = f"{base}_{k}"
+        taken.add(bid)
+        box_ids[b] = bid
     out: list[Node] = []
     placed: set[str] = set()
     for n in nodes:

@@ -8,11 +8,35 @@ from typing import Any, Mapping
 import graphviz
 
 from ..graph import Graph
+from .labels import printable
 from .legend import legend_label
 from .scene import Edge, Node, Options
 from .style import DETACH, FONT, HIGHLIGHT, REGION
 
-__all__ = ["emit", "quote", "attr_list", "topological"]
+__all__ = ["emit", "quote", "attr_list", "topological", "Diagram"]
+
+
+class Diagram(graphviz.Digraph):
+    """The ``graphviz.Digraph`` that :func:`~graphlens.render.to_dot` returns: in a notebook it
+    draws itself with the layout program graphlens finds (``dot`` or the pip-installed
+    ``graphviz-pure``), and falls back to its DOT text rather than a traceback."""
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **_):
+        from .output import _fit_width, layout  # (output imports this module)
+
+        def wanted(mime: str) -> bool:
+            return (include is None or mime in include) and (exclude is None or mime not in exclude)
+
+        bundle: dict[str, str] = {}
+        text = self.source
+        if wanted("image/svg+xml"):
+            try:
+                bundle["image/svg+xml"] = _fit_width(layout(self.source, "svg").decode("utf-8"))
+            except Exception as exc:  # noqa: BLE001 - a notebook shows text, never a traceback
+                text = f"(no diagram: {exc})\n" + text
+        if wanted("text/plain") or not bundle:
+            bundle["text/plain"] = text
+        return bundle
 
 
 def topological(nodes: list[Node], edges: list[Edge]) -> list[Node]:
@@ -47,10 +71,12 @@ _QUOTED: dict[str, str] = {}
 
 
 def quote(value: str) -> str:
-    """graphviz's own quoting of a DOT id or value, remembered (values repeat a lot)."""
+    """graphviz's own quoting of a DOT id or value, remembered (values repeat a lot).
+    Characters Graphviz cannot take (NUL, control characters) are spelled out first."""
     quoted = _QUOTED.get(value)
     if quoted is None:
-        quoted = graphviz.quoting.quote(value)
+        clean = printable(value)
+        quoted = graphviz.quoting.quote(graphviz.nohtml(clean) if isinstance(value, graphviz.quoting.NoHtml) else clean)
         if len(_QUOTED) < 8192:
             _QUOTED[value] = quoted
     return quoted
@@ -72,7 +98,7 @@ def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
 def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str) -> graphviz.Digraph:
     """The Digraph named ``name`` of the (collapsed) scene: nodes in forward order, no_grad regions
     as dashed clusters, edges styled by kind and direction, ranks and the legend."""
-    dot = graphviz.Digraph(
+    dot = Diagram(
         name=name,
         graph_attr={
             "rankdir": "TB",
@@ -124,7 +150,7 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
     for rank in ("min", "max"):
         ids = [n.id for n in nodes if n.rank == rank and not n.region]
         if ids:
-            body.append("\t{rank=" + rank + "; " + "; ".join(ids) + "}\n")
+            body.append("\t{rank=" + rank + "; " + "; ".join(map(quote, ids)) + "}\n")
     if o.legend:
         legend = legend_label(nodes, edges, graph, o)
         if legend is not None:

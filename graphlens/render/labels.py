@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Mapping
 
 from ..graph import OpNode, TensorNode
 from ..values import FREED, PRECISION, SavedEntry, Summary  # noqa: F401 - FREED: doctest
 from .style import FADED, GRAD_BORDER, GRAD_TEXT, RELEASED
 
-__all__ = ["value_text", "last_flowed", "esc", "plural", "shape_text", "tensor_label", "op_text", "op_label", "saved_text"]
+__all__ = ["value_text", "last_flowed", "printable", "esc", "plural", "shape_text", "tensor_label", "op_text", "op_label", "saved_text"]
 
 
 def value_text(summary: Summary | None, max_elements: int | None = None, precision: int = PRECISION) -> str | None:
@@ -35,9 +36,29 @@ def last_flowed(t: TensorNode) -> Summary | None:
     return None
 
 
+#: Longest text one label line shows; longer names are cut with an ellipsis.
+MAX_TEXT = 160
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: Any) -> str:
+    r"""``text`` as Graphviz can take it: control characters spelled ``\x07``, at most
+    :data:`MAX_TEXT` characters (a longer text ends in ``…``).
+
+    >>> printable("a\x00b"), len(printable("x" * 20000))
+    ('a\\x00b', 160)
+    """
+    text = str(text)
+    if _UNPRINTABLE.search(text):
+        text = _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else f"\\u{ord(m.group()):04x}", text)
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT - 1] + "…"
+    return text
+
+
 def esc(text: Any) -> str:
-    """``text`` escaped for an HTML-like label or attribute."""
-    return html.escape(str(text), quote=True)
+    """``text`` escaped for an HTML-like label or attribute (and made :func:`printable`)."""
+    return html.escape(printable(text), quote=True)
 
 
 def plural(n: int, word: str) -> str:
@@ -64,8 +85,10 @@ def tensor_label(
     """A tensor's label: its name (or faded id), shape, value row and grad row."""
     name = t.name if t.name is not None else t.id
     rows = []
-    if t.name is not None:
+    if t.name:
         rows.append(f'<TR><TD><B>{esc(name)}</B></TD></TR>')
+    elif t.name is not None:  # named by an empty string: say so rather than draw nothing
+        rows.append(f'<TR><TD><FONT COLOR="{FADED}">"" ({esc(t.id)})</FONT></TD></TR>')
     else:
         rows.append(f'<TR><TD><FONT COLOR="{FADED}">{esc(name)}</FONT></TD></TR>')
     rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#444444">{esc(shape_text(t))}</FONT></TD></TR>')

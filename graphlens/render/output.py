@@ -127,6 +127,8 @@ def render(
     graph = check_graph(graph, "render")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a file path like 'graph.svg', not {type(path).__name__}")
+    if not os.fspath(path):
+        raise ValueError("path is empty: pass a file path like 'graph.svg'")
     out = Path(path)
     if not out.parent.is_dir():
         raise FileNotFoundError(f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist (create it first)")
@@ -178,7 +180,7 @@ def repr_mimebundle(graph: Graph, include: Collection[str] | None = None, exclud
     if wanted("image/svg+xml"):
         try:
             bundle["image/svg+xml"] = svg(graph)
-        except LayoutProgramNotFound as exc:
+        except Exception as exc:  # noqa: BLE001 - a notebook shows text, never a traceback
             text += f"\n(no diagram: {exc})"
     if wanted("text/plain"):
         bundle["text/plain"] = text
