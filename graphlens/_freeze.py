@@ -10,7 +10,7 @@ import torch
 from ._facts import dtype_name, make_summary, plain_shape, tensor_node, version_of
 from ._recorder import (
     _DETACHED_FROM, _DEVICE, _DTYPE, _FORWARD, _HEAD, _INS, _IS_LEAF, _IS_PARAM, _IS_VIEW, _NAME, _OP, _OREGION,
-    _OSCOPE, _OUTPUT_NR, _REF, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, Recorder, readable,
+    _OSCOPE, _OUTPUT_NR, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, Recorder, readable,
 )
 from ._util import paused_gc
 from .graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
@@ -58,23 +58,23 @@ def _saved_of(rec: Recorder, visited: set) -> dict[int, tuple]:
 
 
 def _freeze(rec: Recorder, names, module) -> Graph:
-    recs, ops_ = rec.tensors, rec.ops
+    recs, ops_, refs_ = rec.tensors, rec.ops, rec.refs
     stale = set(rec.stale)
     for i, r in enumerate(recs):  # tensors torch will not describe any more
-        t = r[_REF]()
+        t = refs_[i]()
         if t is not None and i not in stale and not readable(t):
             stale.add(i)
     t = None
     for i in range(len(recs)):
         r = recs[i]
         if i not in stale and not r[_REQUIRES_GRAD] and (r[_OP] is None or ops_[r[_OP]][_NAME] is None):
-            t = r[_REF]()
+            t = refs_[i]()
             if t is not None and version_of(t) == r[_VERSION] and t.grad_fn is not None:
                 rec.adopted(t, i)
     t = None
     alive = []
     for i, r in enumerate(recs):
-        t = r[_REF]()
+        t = refs_[i]()
         if t is not None and i not in stale:
             fn = t.grad_fn
             if fn is not None:
@@ -99,7 +99,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         tnames = rec.tnames
         for i, r in enumerate(recs):
             tid = f"t{i}"
-            t = None if i in stale else r[_REF]()
+            t = None if i in stale else refs_[i]()
             scope = r[_SCOPE]
             op = r[_OP]
             detached = r[_DETACHED_FROM]
@@ -115,7 +115,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
                 if scope is None and param_scopes:
                     scope = param_scopes.get(id(t))
                 node = tensor_node(t, tid, name, output_nr=r[_OUTPUT_NR], max_elements=limit, scope=scope, **extra)
-                refs[tid] = r[_REF]
+                refs[tid] = refs_[i]
             else:
                 made = r[_HEAD]
                 node = TensorNode(

@@ -36,8 +36,10 @@ _DETACHES = {_Tensor.detach, _Tensor.detach_, _Tensor.data.__get__}  # type: ign
 # A tensor record is one immutable tuple of plain values (indexes below), so the garbage
 # collector stops tracking it at its first pass: a trace of many small ops must not fill
 # the oldest generation with objects that each full collection walks again.
-(_REF, _SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM, _OP, _OUTPUT_NR,
- _DETACHED_FROM, _REGION, _SCOPE, _HEAD) = range(15)
+(_SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM, _OP, _OUTPUT_NR,
+ _DETACHED_FROM, _REGION, _SCOPE, _HEAD) = range(14)
+# (The weak reference lives in a list of its own: a record of plain values only is
+# untracked by the collector, so a long trace does not make every full collection longer.)
 # An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
 # name, region, scope, {output_nr: tensor record}, input tensor records].
 _NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS = range(7)
@@ -113,7 +115,7 @@ def _flow(rec: "Recorder", j: int, targets: tuple, grad_outputs: tuple) -> None:
                     try:  # (a hook must never fail the user's backward)
                         shape = g.shape
                         if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested:
-                            flowed.append((i, pass_nr, (shape, g.dtype, shape[0], tuple(g.tolist()))))
+                            flowed.append((i, pass_nr, (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))))
                             continue
                     except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
                         pass
@@ -151,7 +153,8 @@ class Recorder:
         self.saved = saved
         self.max_elements = max_elements
         self.first_seq = first_seq  # nodes made before the block are boundaries
-        self.tensors: list[tuple] = []  # tensor records (see _REF ... _HEAD)
+        self.tensors: list[tuple] = []  # tensor records (see _SHAPE ... _HEAD)
+        self.refs: list[weakref.ref] = []  # a weak reference to each record's tensor
         self.tnames: dict[int, str] = {}  # record -> the variable name it was first bound to
         self.stale: set[int] = set()  # records replaced by a newer version of their tensor
         self.by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
@@ -193,7 +196,7 @@ class Recorder:
     def index_of(self, t: _Tensor) -> int | None:
         """The latest record of the live tensor ``t``, or None."""
         i = self.by_id.get(id(t))
-        if i is not None and self.tensors[i][_REF]() is t:
+        if i is not None and self.refs[i]() is t:
             return i
         return None
 
@@ -206,7 +209,7 @@ class Recorder:
         i = len(recs)
         key = id(t)
         old = self.by_id.get(key)
-        if old is not None and recs[old][_REF]() is t:
+        if old is not None and self.refs[old]() is t:
             self.stale.add(old)
             name = self.tnames.get(old)
             if name is not None:
@@ -216,15 +219,16 @@ class Recorder:
         except RuntimeError:  # a view torch will not describe (see grad_fn_of): no graph of its own
             is_leaf = True
         try:
-            shape = t.shape  # a torch.Size: plain ints, spelled out when the graph is built
+            shape = tuple(t.shape)  # (sizes a nested tensor makes symbolic are spelled out later)
         except RuntimeError:  # a strided nested tensor
             shape = shape_of(t)
         cls = type(t)
         scopes = self.scopes
         # A tensor keeps the head of its value as made: the record outlives the tensor,
         # and an older version (before an in-place op) shows what it held then.
+        self.refs.append(_ref(t))
         recs.append((
-            _ref(t), shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
+            shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             cls is _Parameter or (cls is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
             detached_from, region, None if external or not scopes else scopes[-1], _head(t, shape, self.max_elements),
         ))
@@ -236,7 +240,7 @@ class Recorder:
         i = self.by_id.get(id(t))
         if i is not None:
             rec = self.tensors[i]
-            if rec[_REF]() is t:
+            if self.refs[i]() is t:
                 op = rec[_OP]
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
@@ -314,7 +318,7 @@ class Recorder:
         # (name, tensor record or -1, shape, dtype) for a tensor, (name, value) otherwise.
         rows = []
         moving = []
-        by_id, recs = self.by_id, self.tensors
+        by_id, refs = self.by_id, self.refs
         for k, (attr, short, _raw) in enumerate(saved_plan(fn)):
             try:
                 value = getattr(fn, attr)
@@ -324,15 +328,15 @@ class Recorder:
                 continue
             if isinstance(value, _Tensor):
                 i = by_id.get(id(value))
-                if i is None or recs[i][_REF]() is not value:
+                if i is None or refs[i]() is not value:
                     i = -1
                     for o in outputs:
-                        t = recs[o][_REF]()
+                        t = refs[o]()
                         if t is not None and same_data(t, value):
                             i = o
                             break
                 try:
-                    shape = value.shape
+                    shape = tuple(value.shape)
                 except RuntimeError:  # a strided nested tensor
                     shape = shape_of(value)
                 rows.append((short, i, shape, value.dtype))
@@ -365,7 +369,7 @@ class Recorder:
         frame = self.frame
         if frame is not None and frame.f_lasti != self.last_lasti:
             self.scan_names()
-        by_id, recs = self.by_id, self.tensors
+        by_id, recs, refs = self.by_id, self.tensors, self.refs
         ins = []
         for a in args:
             if type(a) is _Tensor:
@@ -375,14 +379,14 @@ class Recorder:
                 r = recs[i]
                 # (a record that does not require grad stays right while the tensor does
                 # not either; record_any handles the rest, e.g. requires_grad_() since)
-                if r[_REF]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad):
+                if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad):
                     return self.record_any(func, kind, args, kwargs, out)
                 ins.append(i)
             elif isinstance(a, (_Tensor, list, tuple, dict)):
                 return self.record_any(func, kind, args, kwargs, out)
         key = id(out)
         i = by_id.get(key)
-        if i is not None and recs[i][_REF]() is out:  # in place, or handed back: see record_any
+        if i is not None and refs[i]() is out:  # in place, or handed back: see record_any
             return self.record_any(func, kind, args, kwargs, out)
         try:
             fn = out.grad_fn
@@ -406,9 +410,10 @@ class Recorder:
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
             keep_children(fn)
-        shape = out.shape
+        shape = tuple(out.shape)
+        refs.append(_ref(out))
         recs.append((
-            _ref(out), shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
+            shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
             None, None, scope, _head(out, shape, self.max_elements),
         ))
         by_id[key] = i
@@ -446,10 +451,10 @@ class Recorder:
         # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
         # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
-        recs = self.tensors
+        recs, refs = self.tensors, self.refs
         for t in outs:
             i = self.by_id.get(id(t))
-            if i is not None and i in in_ids and recs[i][_REF]() is t:
+            if i is not None and i in in_ids and refs[i]() is t:
                 rec = recs[i]
                 if rec[_VERSION] == version_of(t) and (rec[_OP] is None) == (grad_fn_of(t) is None):
                     continue
@@ -579,9 +584,9 @@ class Recorder:
         outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
         orec = self.ops[j]
         near = [*(orec[_INS] or ()), *orec[_OUTS].values()]
-        recs = self.tensors
+        refs = self.refs
         for i in reversed(near):  # the latest version first
-            t = recs[i][_REF]()
+            t = refs[i]()
             if t is not None and same_data(t, value):
                 return f"t{i}"
         i = self.index_of(value)

@@ -174,7 +174,7 @@ class Trace:
         note = "graphlens: " + text
         if hasattr(exc, "add_note"):
             exc.add_note(note)
-        else:  # pragma: no cover - Python 3.10
+        else:  # Python 3.10
             notes = getattr(exc, "__notes__", None)
             if not isinstance(notes, list):
                 notes = []
@@ -272,9 +272,22 @@ class Trace:
             done = True
             return out
         finally:
-            for h in handles:
-                h.remove()
+            _remove_all(handles)
             rec.end_pass(done=done)
+
+
+def _remove_all(handles: list) -> None:
+    """Remove every hook of ``handles`` (what ``RemovableHandle.remove`` does, in one loop:
+    a backward of many small nodes removes as many hooks as it ran nodes)."""
+    for h in handles:
+        try:
+            hooks = h.hooks_dict_ref()
+            if hooks is not None:
+                hooks.pop(h.id, None)
+            if h.extra_dict_ref:
+                h.remove()
+        except AttributeError:  # a torch whose handles look otherwise
+            h.remove()
 
 
 def trace(

@@ -464,6 +464,29 @@ def test_trace_explain_errors_adds_note():
     assert any("single number" in n for n in notes)
 
 
+class _NoAddNote(RuntimeError):
+    """An error without ``add_note``, as every exception is on Python 3.10."""
+
+    def __getattribute__(self, name):
+        if name == "add_note":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_trace_explain_errors_adds_the_note_where_add_note_is_missing():
+    """On a Python without BaseException.add_note (3.10) the note still lands in __notes__."""
+    w = torch.randn(3, requires_grad=True)
+    tr = gl.trace(explain_errors=True)
+    with pytest.raises(_NoAddNote) as info:
+        with tr:
+            try:
+                (w * 2).backward()
+            except RuntimeError as exc:
+                raise _NoAddNote(str(exc)) from None
+    assert not hasattr(info.value, "add_note")
+    assert any("single number" in n for n in info.value.__notes__)
+
+
 # -- the highlighted path renders -----------------------------------------------------------
 
 
