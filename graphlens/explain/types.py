@@ -31,6 +31,17 @@ GRAD_REASONS: dict[str, str] = {
     "feeds_other_root": "the tensor only feeds another output (another loss or branch), not this root",
     "not_in_optimizer": "the given optimizer does not hold the tensor, so its step() never updates it",
     "no_root": "no root was given or found, so reachability could not be checked",
+    "cut_by_integer_op": "an operation with an integer or bool result (argmax, a comparison, .long(), round to int) "
+    "stands between the tensor and the root: no gradient passes an integer",
+    "cut_by_python_value": "the value left the graph as a Python or NumPy number (.item(), .tolist(), .numpy()) and "
+    "came back as a new tensor (torch.tensor(...), torch.from_numpy(...)) without history",
+    "rebound_leaf": "the variable was rebound to a new tensor (e.g. w = w - lr * w.grad), so it no longer names the "
+    "leaf the gradient goes to",
+    "frozen_in_optimizer": "the parameter no longer requires grad but is still in the optimizer, whose step() can "
+    "still move it (momentum, weight decay) while it holds a .grad",
+    "hook_changed_grad": "a hook registered on the tensor (register_hook) changed the gradient that reached it",
+    "modified_through_data": "a value backward needed was changed through .data (or another alias autograd does not "
+    "track), so the gradient is silently computed from the changed value",
 }
 
 #: Reason codes of :func:`explain_error`, one per kind of error, with what each one means.
@@ -48,6 +59,17 @@ ERROR_REASONS: dict[str, str] = {
     "unused_input": "autograd.grad was asked for a tensor the output does not depend on",
     "input_not_requiring_grad": "autograd.grad was asked for a tensor that does not require grad",
     "grad_shape_mismatch": "the gradient given to backward has a different shape than the output",
+    "out_argument": "a tensor that requires grad was given as out= to an operation; out= results are not differentiable",
+    "wrong_number_of_grads": "a custom autograd.Function's backward returned a different number of gradients than "
+    "forward took inputs",
+    "leaf_moved_interior": "a leaf that a graph uses was changed in place by an operation that gave it a grad_fn, so "
+    "it is no longer a leaf",
+    "float_has_no_backward": "backward() was called on a Python number (from .item(), or a wrong item of a returned "
+    "tuple), not on a tensor",
+    "grad_is_none": "a hand-written update used p.grad while it was None (the parameter got no gradient)",
+    "parameter_assignment": "a plain tensor was assigned to a module attribute that holds an nn.Parameter",
+    "carried_state": "a tensor carried over from an earlier iteration (a hidden state, a running value) still links "
+    "to that iteration's graph, which its backward already freed",
     "unknown_error": "an error graphlens does not recognise; its message is quoted",
 }
 
@@ -70,10 +92,17 @@ class Explanation:
     :data:`REASONS`), main reason first; ``tensor_name`` the tensor the answer is about;
     ``graph`` the :class:`~graphlens.Graph` it was read from (``None`` when there was none);
     ``path`` the node ids and ``edges`` the ``(src, dst)`` pairs to highlight in a diagram.
+    The facts the answer names are fields too: ``op`` (the operation at fault, by its
+    forward or backward name, e.g. ``"argmax"``, ``"ReluBackward0"``), ``line`` and
+    ``lineno`` (the source line of the user's program where it happens, stripped), and
+    ``cause`` (the id of the graph node where it happens, for a diagram to point at).
     An explanation holds no tensor.
     """
 
-    __slots__ = ("reasons", "tensor_name", "graph", "path", "edges", "sentences", "fix", "tensor_id", "message")
+    __slots__ = (
+        "reasons", "tensor_name", "graph", "path", "edges", "sentences", "fix", "tensor_id", "message",
+        "op", "line", "lineno", "cause",
+    )
 
     def __init__(
         self,
@@ -87,6 +116,10 @@ class Explanation:
         path: Iterable[str] = (),
         edges: Iterable[tuple[str, str]] = (),
         message: str | None = None,
+        op: str | None = None,
+        line: str | None = None,
+        lineno: int | None = None,
+        cause: str | None = None,
     ) -> None:
         self.reasons: tuple[str, ...] = tuple(dict.fromkeys(reasons))
         self.sentences: tuple[str, ...] = tuple(s for s in sentences if s)
@@ -97,6 +130,10 @@ class Explanation:
         self.path: tuple[str, ...] = tuple(dict.fromkeys(path))
         self.edges: tuple[tuple[str, str], ...] = tuple(dict.fromkeys(tuple(e) for e in edges))
         self.message = message
+        self.op = op
+        self.line = line
+        self.lineno = lineno
+        self.cause = cause
 
     @property
     def reason(self) -> str:
