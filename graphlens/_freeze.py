@@ -127,12 +127,14 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         t = None
     finally:
         book.close()
+    lines = rec.lines()
     ops = [
         OpNode(
             f"op{j}", o[_NAME], o[_FORWARD], saved.get(j, ()),
             None if o[_VAR] is None else f"t{o[_VAR]}",
             o[_OREGION],
             o[_OSCOPE] if o[_VAR] is None else tensors[o[_VAR]].scope,
+            *lines.get(j, (None, None)),
         )
         for j, o in enumerate(ops_)
     ]

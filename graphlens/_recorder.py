@@ -41,8 +41,14 @@ _DETACHES = {_Tensor.detach, _Tensor.detach_, _Tensor.data.__get__}  # type: ign
 # (The weak reference lives in a list of its own: a record of plain values only is
 # untracked by the collector, so a long trace does not make every full collection longer.)
 # An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
-# name, region, scope, {output_nr: tensor record}, input tensor records].
-_NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS = range(7)
+# name, region, scope, {output_nr: tensor record}, input tensor records, the block frame's
+# instruction offset when the call was made (-1: not a call)].
+_NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS, _LASTI = range(8)
+
+#: Calls that hand a tensor's value out of the graph as Python or NumPy numbers.
+EXITS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "__array__"})
+#: Properties whose getter makes a tensor of the graph (recorded like calls).
+_TENSOR_PROPERTIES = frozenset({"real", "imag", "T", "mT", "H", "mH"})
 
 _FUNC_NAMES: dict[Any, str] = {}
 
@@ -55,7 +61,7 @@ def func_name(func: Callable) -> str:
     name = getattr(func, "__name__", None) or repr(func)
     if name in ("__get__", "__set__"):
         owner = getattr(getattr(func, "__self__", None), "__name__", "")
-        name = f"{owner}.{name}" if owner else name
+        name = owner if name == "__get__" and owner in _TENSOR_PROPERTIES else (f"{owner}.{name}" if owner else name)
     if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor):
         try:
             _FUNC_NAMES[func] = name  # torch functions and Tensor methods: a small fixed set
@@ -180,6 +186,7 @@ class Recorder:
         self.regions = 0
         self.scopes: list[str] = []
         self.frame: FrameType | None = None
+        self.code: Any = None  # the block frame's code object (for the lines of the calls)
         self.last_lasti = -1
 
     # -- tensors -------------------------------------------------------------------------
@@ -279,7 +286,7 @@ class Recorder:
     # -- ops -----------------------------------------------------------------------------
     def new_op(self, name, forward, region, variable=None, scope=None) -> int:
         j = len(self.ops)
-        self.ops.append([name, variable, forward, region, scope, {}, None])
+        self.ops.append([name, variable, forward, region, scope, {}, None, -1])
         return j
 
     def op_of(self, fn: Any, forward: str | None, region: str | None = None) -> int:
@@ -367,8 +374,11 @@ class Recorder:
         if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled():
             return self.record_any(func, kind, args, kwargs, out)
         frame = self.frame
-        if frame is not None and frame.f_lasti != self.last_lasti:
-            self.scan_names()
+        lasti = -1
+        if frame is not None:
+            lasti = frame.f_lasti
+            if lasti != self.last_lasti:
+                self.scan_names()
         by_id, recs, refs = self.by_id, self.tensors, self.refs
         ins = []
         for a in args:
@@ -405,7 +415,7 @@ class Recorder:
         nr = out.output_nr
         i = len(recs)
         ins_t = tuple(ins)
-        ops.append([type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t])
+        ops.append([type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti])
         self.by_seq[seq] = j
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
@@ -428,10 +438,15 @@ class Recorder:
         else:
             outs = tensors_in(out, [])
             if not outs:
+                if args and isinstance(args[0], _Tensor) and (_FUNC_NAMES.get(func) or func_name(func)) in EXITS:
+                    self.record_exit(func, args[0])
                 return
         frame = self.frame
-        if frame is not None and frame.f_lasti != self.last_lasti:
-            self.scan_names()
+        lasti = -1
+        if frame is not None:
+            lasti = frame.f_lasti
+            if lasti != self.last_lasti:
+                self.scan_names()
         ins: list = []
         for a in args:
             if isinstance(a, _Tensor):
@@ -479,6 +494,7 @@ class Recorder:
             op = self.new_op(None, forward, region, scope=self.scope())
             orec = self.ops[op]
         orec[_INS] = in_ids
+        orec[_LASTI] = lasti
         self.calls.append(op)
         outputs = orec[_OUTS]
         made = []
@@ -488,6 +504,53 @@ class Recorder:
             made.append(i)
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
+
+    def record_exit(self, func, t: _Tensor) -> None:
+        """A call that handed the value of ``t`` out as Python or NumPy numbers (``.item()``,
+        ``.numpy()``, ...): an op with that input and no tensor output, when ``t`` requires
+        grad (the value leaves the graph there: whatever is made from it has no history)."""
+        if not t.requires_grad or not _grad_enabled():
+            return
+        frame = self.frame
+        lasti = frame.f_lasti if frame is not None else -1
+        if frame is not None and lasti != self.last_lasti:
+            self.scan_names()
+        i = self.input(t)
+        j = self.new_op(None, _FUNC_NAMES.get(func) or func_name(func), None, scope=self.scope())
+        self.ops[j][_INS] = (i,)
+        self.ops[j][_LASTI] = lasti
+        self.calls.append(j)
+
+    def lines(self) -> dict[int, tuple[int, str | None]]:
+        """``{op: (line number, source text)}`` of every recorded call, from the block frame's code."""
+        code = self.code
+        if code is None:
+            return {}
+        import bisect
+        import linecache
+
+        starts, ends, numbers = [], [], []
+        for start, end, line in code.co_lines():
+            if line is not None:
+                starts.append(start)
+                ends.append(end)
+                numbers.append(line)
+        out: dict[int, tuple[int, str | None]] = {}
+        cache: dict[int, tuple[int, str | None]] = {}
+        for j, o in enumerate(self.ops):
+            lasti = o[_LASTI]
+            if lasti < 0:
+                continue
+            hit = cache.get(lasti)
+            if hit is None:
+                k = bisect.bisect_right(starts, lasti) - 1
+                if k < 0 or lasti >= ends[k]:
+                    continue
+                number = numbers[k]
+                text = linecache.getline(code.co_filename, number).strip() or None
+                hit = cache[lasti] = (number, text)
+            out[j] = hit
+        return out
 
     def scan_names(self) -> None:
         """Name recorded tensors after the variables of the block's frame that hold them

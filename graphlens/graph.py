@@ -79,7 +79,10 @@ class OpNode(NamedTuple):
     attribute (its state says whether backward freed it).  ``variable`` is the tensor id
     of an ``AccumulateGrad`` node's leaf.  ``region`` names the ``no_grad`` region the op
     ran in; ``scope`` is the dotted name of the innermost submodule that was running
-    (traced with ``module=``), e.g. ``"layers.0.linear1"``.
+    (traced with ``module=``), e.g. ``"layers.0.linear1"``.  A traced call also says
+    where it ran: ``line``, the line number in the file of the ``with trace()`` block (for
+    a call made inside a function the block called, the block's line that called it), and
+    ``code``, that line's source text, stripped.
     """
 
     id: str
@@ -89,6 +92,8 @@ class OpNode(NamedTuple):
     variable: str | None = None
     region: str | None = None
     scope: str | None = None
+    line: int | None = None
+    code: str | None = None
 
     @property
     def label(self) -> str:

@@ -12,7 +12,7 @@ from ._attribution import as_user
 from ._checks import check_count, check_flag
 from ._facts import MAX_ELEMENTS
 from ._freeze import freeze
-from ._recorder import _DETACHES, DETACH, PLAIN, Recorder, grad_fn_of, sequence_now
+from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
 from ._util import paused_gc, tensors_in
 from .graph import Graph
 from .names import user_frame
@@ -47,6 +47,8 @@ def _kind(func: Any) -> int:
         kind = _BACKWARD
     elif func in _DETACHES:
         kind = DETACH
+    elif func_name(func) in _TENSOR_PROPERTIES:
+        kind = PLAIN  # .real, .T, ...: a getter that makes a tensor of the graph
     elif getattr(func, "__name__", "") in _PASS_THROUGH:
         # e.g. reading .grad of a non-leaf: its warning must point at the user's line
         kind = _AS_USER
@@ -128,6 +130,7 @@ class Trace:
             raise RuntimeError("a trace can be entered only once: use a new graphlens.trace() for each recording")
         rec = self._rec
         rec.frame = user_frame(1)
+        rec.code = None if rec.frame is None else rec.frame.f_code
         rec.first_seq = sequence_now()
         self._hook_modules()
         try:
