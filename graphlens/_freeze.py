@@ -10,7 +10,7 @@ import torch
 from ._facts import dtype_name, make_summary, plain_shape, tensor_node, version_of
 from ._recorder import (
     _DETACHED_FROM, _DEVICE, _DTYPE, _FORWARD, _HEAD, _INS, _IS_LEAF, _IS_PARAM, _IS_VIEW, _NAME, _OP, _OREGION,
-    _OSCOPE, _OUTPUT_NR, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, Recorder, readable,
+    _LASTI, _OSCOPE, _OUTPUT_NR, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, Recorder, readable,
 )
 from ._util import paused_gc
 from .graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
@@ -81,6 +81,8 @@ def _freeze(rec: Recorder, names, module) -> Graph:
                 alive.append(fn)
     t = fn = None
     visited = rec.complete(alive)
+    factory = rec.made
+    factory_lines = rec.lines({i: m[1] for i, m in factory.items()})
     del alive
     flowed = _flowed_by_tensor(rec)
     saved = _saved_of(rec, visited)
@@ -104,7 +106,10 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             op = r[_OP]
             detached = r[_DETACHED_FROM]
             name = tnames.get(i)
+            m = factory.get(i)
+            where = factory_lines.get(i, (None, None))
             extra = dict(
+                made_by=None if m is None else m[0], line=where[0], code=where[1],
                 op=None if op is None else f"op{op}",
                 flowed=tuple(flowed.get(i, ())),
                 detached_from=None if detached is None else f"t{detached}",
@@ -127,7 +132,8 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         t = None
     finally:
         book.close()
-    lines = rec.lines()
+    lines = rec.lines({j: o[_LASTI] for j, o in enumerate(ops_)})
+    lines.update(rec.where)
     ops = [
         OpNode(
             f"op{j}", o[_NAME], o[_FORWARD], saved.get(j, ()),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import weakref
 from functools import partial
 from types import FrameType
@@ -16,7 +17,7 @@ from ._facts import (
 from ._safety import KEEP_MIN_NODES, keep_children
 from ._util import paused_gc, tensors_in
 from .graph import LIVE, UNREADABLE, SavedEntry, Summary
-from .names import frame_candidates
+from .names import frame_candidates, user_frame
 
 __all__ = ["Recorder", "PLAIN", "DETACH", "func_name", "grad_fn_of", "readable", "sequence_now"]
 
@@ -169,6 +170,8 @@ class Recorder:
         self.by_seq: dict[int, int] = {}  # a backward node's sequence number -> its op record
         self.acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self.calls: list[int] = []  # ops in the order they were called (forward)
+        self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
+        self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
         self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
         self.volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
@@ -478,8 +481,9 @@ class Recorder:
             return
         fn = grad_fn_of(fresh[0])
         if fn is None and not in_ids:  # a factory (torch.tensor, randn, ...): a plain leaf
+            made_by = (_FUNC_NAMES.get(func) or func_name(func), lasti)
             for t in fresh:
-                self.new_tensor(t, None, 0, None, region)
+                self.made[self.new_tensor(t, None, 0, None, region)] = made_by
             return
         forward = _FUNC_NAMES.get(func) or func_name(func)
         new_node = False
@@ -493,6 +497,8 @@ class Recorder:
         else:
             op = self.new_op(None, forward, region, scope=self.scope())
             orec = self.ops[op]
+            if region is None and any(self.tensors[i][_REQUIRES_GRAD] for i in in_ids):
+                self.note_where(op, ins)  # the gradient path stops here: say exactly where
         orec[_INS] = in_ids
         orec[_LASTI] = lasti
         self.calls.append(op)
@@ -520,9 +526,28 @@ class Recorder:
         self.ops[j][_INS] = (i,)
         self.ops[j][_LASTI] = lasti
         self.calls.append(j)
+        self.note_where(j, [t])
 
-    def lines(self) -> dict[int, tuple[int, str | None]]:
-        """``{op: (line number, source text)}`` of every recorded call, from the block frame's code."""
+    def note_where(self, j: int, ins: list) -> None:
+        """For a call where the gradient path stops (rare, so affordable): the innermost
+        line of the user's code that made it, which may be inside a function the block
+        called, and the names that frame gives its inputs."""
+        frame = user_frame(2)
+        try:
+            if frame is None or frame is self.frame:
+                return
+            lineno = frame.f_lineno
+            self.where[j] = (lineno, linecache.getline(frame.f_code.co_filename, lineno).strip() or None)
+            names = self.tnames
+            for name, t in frame_candidates(frame, with_globals=False):
+                i = self.index_of(t)
+                if i is not None and i not in names and any(t is x for x in ins):
+                    names[i] = name
+        finally:
+            del frame
+
+    def lines(self, offsets: dict[int, int]) -> dict[int, tuple[int, str | None]]:
+        """``{key: (line number, source text)}`` for ``{key: instruction offset}`` of the block frame's code."""
         code = self.code
         if code is None:
             return {}
@@ -537,8 +562,7 @@ class Recorder:
                 numbers.append(line)
         out: dict[int, tuple[int, str | None]] = {}
         cache: dict[int, tuple[int, str | None]] = {}
-        for j, o in enumerate(self.ops):
-            lasti = o[_LASTI]
+        for j, lasti in offsets.items():
             if lasti < 0:
                 continue
             hit = cache.get(lasti)

@@ -37,6 +37,8 @@ class TensorNode(NamedTuple):
     or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
     ``detached_from`` is the id of the tensor it was ``detach()``-ed from; ``region``
     the ``no_grad`` region it was made in (``"no_grad#0"``); ``scope`` as for ops.
+    A tensor a trace saw made from numbers (``torch.tensor(...)``, ``torch.zeros``, ...)
+    says by what (``made_by``, e.g. ``"tensor"``) and where (``line``, ``code``, as for ops).
     """
 
     id: str
@@ -58,6 +60,9 @@ class TensorNode(NamedTuple):
     region: str | None = None
     is_parameter: bool = False
     scope: str | None = None
+    made_by: str | None = None
+    line: int | None = None
+    code: str | None = None
 
     @property
     def has_grad(self) -> bool:

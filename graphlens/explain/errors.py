@@ -18,6 +18,7 @@ from ..snapshot import snapshot
 from .facts import (
     saved_entries, saved_is_freed, saved_is_tensor, saved_is_tensor_of, saved_names, saves_anything, saves_result,
 )
+from .cuts import code_cut, cut_fix, traced_cut
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live, shares_memory
 from .paths import PathView
@@ -70,6 +71,8 @@ class _Context:
 
     def __init__(self, exc: BaseException | None, caller: FrameType | None = None) -> None:
         self.line = ""
+        self.lineno: int | None = None
+        self.frame: FrameType | None = None  # the user's frame that raised (released by close())
         self.candidates: list[tuple[str, torch.Tensor]] = []
         self.root: list[torch.Tensor] = []
         tb: TracebackType | None = getattr(exc, "__traceback__", None)
@@ -91,6 +94,7 @@ class _Context:
             tb = tb.tb_next
         if user is not None:
             frame, lineno = user
+            self.frame, self.lineno = frame, lineno
             self.line = linecache.getline(frame.f_code.co_filename, lineno).strip()
             self.candidates = frame_candidates(frame)
         if caller is not None and (user is None or caller is not user[0]):
@@ -119,6 +123,7 @@ class _Context:
     def close(self) -> None:
         self.candidates.clear()
         self.root.clear()
+        self.frame = None
 
 
 def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Explanation:
@@ -477,31 +482,55 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         recs = [t for t in g.tensors if not t.requires_grad and (name is None or t.name == name)]
         if recs:
             tid, name = recs[-1].id, recs[-1].name or name
-    who = name or f"output {index}"
+    who = name or ("the tensor" if root is not None else f"output {index}")
     sentences = [f"backward was called on {who}, which does not require grad and has no grad_fn: no graph leads back from it."]
     reasons = ["no_grad_fn"]
     path: list[str] = [tid] if tid else []
     edges: list = []
+    cut = None
     if g is not None and tid is not None:
         view = PathView(g)
         node = view.t(tid)
         sub = analyse(view, tid, [], live=g.tensor(tid), ran=None, optimizer=None, hints={})
         detail = [r for r in sub.reasons if r in ("created_in_no_grad", "made_by_detach", "integer_dtype")]
         reasons += detail
-        if detail:
+        if detail:  # the root itself was made so
             sentences += sub.sentences[1:2]
             path, edges = list(sub.path) or path, list(sub.edges)
-        elif node.op is not None and view.o(node.op).name is None:
-            sentences.append("None of the tensors it was computed from required grad.")
-    else:
+        else:
+            cut = traced_cut(view, tid)
+            if cut is None and node.op is not None and view.o(node.op).name is None:
+                sentences.append("None of the tensors it was computed from required grad.")
+    if cut is None:  # what the graph does not show, the code may: a lead, said as one
+        cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line))
+    if cut is not None:
+        reasons.append(cut.kind)
+        sentences.append(cut.text)
+        if cut.path and g is not None:
+            path = list(cut.path) + [p for p in path if p not in cut.path]
+            edges = PathView(g).highlight_edges(path)
+    elif g is None or tid is None:
         sentences.append(
             "Either none of the tensors it was computed from required grad, or it was computed inside "
-            "torch.no_grad(), or it came from detach()."
+            "torch.no_grad(), or it came from detach(), an integer result (argmax, a comparison, .long()), "
+            "or a value taken out with .item() and put back with torch.tensor()."
         )
     return Explanation(
         reasons, sentences, tensor_name=name, tensor_id=tid, graph=g, path=path, edges=edges, message=message,
-        fix="Create the parameters with requires_grad=True and compute the loss outside torch.no_grad() and without detach().",
+        fix=cut_fix(cut, name) if cut is not None else (
+            "Make sure the leaves the loss is computed from require grad (parameters do), and compute the loss "
+            "outside torch.no_grad(), without detach(), integer results or .item(); run the code under "
+            "graphlens.trace() to see where the path stops."
+        ),
+        op=cut.op if cut else None, line=cut.code if cut else None, lineno=cut.line if cut else None,
+        cause=cut.node if cut else None,
     )
+
+
+def _receiver(line: str) -> str | None:
+    """The variable whose ``.backward()`` the failing line calls (``y2`` of ``y2.sum().backward()``)."""
+    m = re.search(r"([A-Za-z_]\w*)(?:\.\w+\([^()]*\))*\.backward\(", line or "")
+    return m.group(1) if m else None
 
 
 def _simple(code: str, sentence: str, fix: str):

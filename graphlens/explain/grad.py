@@ -14,6 +14,7 @@ from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
 from ..snapshot import snapshot
+from .cuts import code_cut, cut_fix as _cut_fix, traced_cut_between
 from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved_is_freed
 from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
 from .paths import PathView
@@ -182,6 +183,9 @@ def _explain_live(
                 if not any(u is not t and reaches([u.grad_fn], t) for _, u in users)
             ]
             hints["detached"] = [(n, next((users_named.get(id(f)) or "it") for f in family if shares_memory(t, f))) for n, t in detached]
+            root_var = next((n for n, t in candidates if t is roots[0]), None)
+            if frame is not None:
+                hints["code_cut"] = code_cut(frame, frame.f_lineno, root_var)
             hints["sinks"] = [n for n, _ in sinks]
             extra = [t for _, t in sinks]
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
@@ -268,6 +272,7 @@ def analyse(
     reasons: list[str] = []
     sentences: list[str] = []
     fix = None
+    found_cut = None
     path: list[str] = []
     edges: list[tuple[str, str]] = []
     if hints.get("guessed_root") and root_name:
@@ -342,12 +347,15 @@ def analyse(
     elif not reachable:
         reasons.append("not_reachable")
         sentences.append(f"{who}.grad {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
-        cut = _find_cut(view, tid, roots) if tid is not None else None
+        cut = traced_cut_between(view, tid, roots) if tid is not None and g.source == "trace" else None
+        if cut is None and not hints.get("detached"):  # (a detached copy in memory is evidence; code is a lead)
+            cut = hints.get("code_cut")
         if cut is not None:
-            code, text, cpath = cut
-            reasons.append(code)
-            sentences.append(text)
-            path, edges = cpath, view.highlight_edges(cpath)
+            reasons.append(cut.kind)
+            sentences.append(cut.text)
+            if cut.path:
+                path, edges = list(cut.path), view.highlight_edges(list(cut.path))
+            found_cut = cut
         elif hints.get("detached"):
             reasons.append("cut_by_detach")
             d, src = hints["detached"][0]
@@ -356,7 +364,7 @@ def analyse(
                 f"(or .data), which cuts the gradient path."
             )
             path = [tid] if tid else []
-        elif node is not None and view.forward_sinks(tid):
+        elif node is not None and view.forward_sinks(tid) and g.source == "trace":
             others = [s for s in view.forward_sinks(tid) if s not in roots and view.t(s).requires_grad]
             if others:
                 reasons.append("feeds_other_root")
@@ -370,11 +378,16 @@ def analyse(
             _, spath = view.bfs(sinks[:1], tid) if sinks and tid else ({}, [])
             path, edges = spath[::-1], view.highlight_edges(spath)
         if len(reasons) == 1:
-            sentences.append("No path in the recorded graph connects them; graphlens.trace() would show a detach() or no_grad cut.")
+            sentences.append(
+                "No path in the recorded graph connects them (a snapshot sees only the backward graph): run the code "
+                "under graphlens.trace() to see where the path stops."
+            )
         if not is_leaf and not retains:
             reasons.append("nonleaf_not_retained")
             sentences.append(f"Even when reached, {who} is not a leaf, so PyTorch would not keep its .grad without retain_grad().")
-        if "feeds_other_root" in reasons:
+        if found_cut is not None and found_cut.kind in ("cut_by_integer_op", "cut_by_python_value"):
+            fix = _cut_fix(found_cut, root_name)
+        elif "feeds_other_root" in reasons:
             fix = f"Backpropagate the output that uses {name} too (e.g. (loss1 + loss2).backward()), or compute {root_name} from {name}."
         elif "cut_by_detach" in reasons:
             fix = f"Remove the detach() (or .data) between {name} and {root_name} if the gradient should reach {name}."
@@ -499,6 +512,10 @@ def analyse(
         graph=g,
         path=[p for p in path if p in g],
         edges=edges,
+        op=found_cut.op if found_cut else None,
+        line=found_cut.code if found_cut else None,
+        lineno=found_cut.line if found_cut else None,
+        cause=found_cut.node if found_cut else None,
     )
 
 
@@ -506,30 +523,3 @@ def _in_optimizer(optimizer, live, node) -> bool:
     if live is None:
         return False
     return any(p is live for group in optimizer.param_groups for p in group["params"])
-
-
-def _find_cut(view: PathView, tid: str, roots: list[str]):
-    """In a traced graph: the detach() or no_grad op on a forward path from ``tid`` to a root."""
-    fpath = view.forward_bfs(tid, set(roots))
-    if not fpath:
-        return None
-    for a, b in zip(fpath, fpath[1:]):
-        if a.startswith("t") and b.startswith("t"):  # a detach edge
-            text = (
-                f"On the way, {view.label(b)} = {view.label(a)}.detach() cuts the gradient path: "
-                f"{view.label(b)} is a new leaf that does not require grad."
-            )
-            return "cut_by_detach", text, fpath
-        if b.startswith("op") and view.o(b).name is None and view.o(b).region is not None:
-            op = view.o(b)
-            region = region_kind(op.region)
-            outs = [o for o in view.adj.outputs.get(b, ()) if o in fpath]
-            made = f" made {view.label(outs[0])}" if outs else ""
-            text = (
-                f"On the way, {op.forward or 'an operation'}{made} inside torch.{region}(), which records "
-                f"no graph, so the gradient path stops there."
-            )
-            return "cut_by_no_grad", text, fpath
-    return None
-
-

@@ -147,24 +147,22 @@ def data_scene(graph: Graph, o: Options) -> tuple[list[Node], list[Edge]]:
             edges.append(Edge(e.src, e.dst, "flow"))
         elif e.kind == "detach":
             edges.append(Edge(e.src, e.dst, "detach"))
-    # next_functions no known tensor stands for (a snapshot's unnamed intermediates):
-    # connect the ops directly, in forward direction.
+    # next_functions no known tensor stands for (a snapshot's unnamed intermediates, or an
+    # op a trace saw only as some tensor's grad_fn): connect in forward direction, from the
+    # recorded tensor of that output where there is one, else from the op itself; a hidden
+    # op is followed through to the nodes it stands for (it is never drawn).
+    outputs = {(t.op, t.output_nr): t.id for t in graph.tensors if t.op is not None}
+    nexts: dict[str, list] = {}
+    for e in graph.edges:
+        if e.kind == "next":
+            nexts.setdefault(e.src, []).append(e)
     seen_pairs = {(e.src, e.dst) for e in edges}
     for e in graph.edges:
         if e.kind != "next" or e.src in hidden or e.src in traced_calls:
             continue
-        target = op_by_id.get(e.dst)
-        if target is None:
-            continue
-        if target.is_accumulate_grad:
-            key = ("acc", target.variable)
-            src = target.variable
-        else:
-            key = (e.dst, e.output_nr)
-            src = e.dst
-        if src is None or key in inputs_of.get(e.src, ()):
-            continue
-        if (src, e.src) not in seen_pairs:
+        for key, src in _drawn_sources(e.dst, e.output_nr, op_by_id, hidden, outputs, nexts):
+            if key in inputs_of.get(e.src, ()) or (src, e.src) in seen_pairs:
+                continue
             seen_pairs.add((src, e.src))
             edges.append(Edge(src, e.src, "flow"))
     _mark_edges(edges, o, alias=hidden)
@@ -202,6 +200,35 @@ def function_scene(graph: Graph, o: Options) -> tuple[list[Node], list[Edge]]:
     _mark_edges(edges, o, alias={})
     _set_ranks(graph, nodes, edges)
     return nodes, edges
+
+
+def _drawn_sources(op_id: str, output_nr: int, op_by_id: Mapping[str, OpNode], hidden: Mapping[str, str | None],
+                   outputs: Mapping[tuple, str], nexts: Mapping[str, list]) -> list[tuple[tuple, str]]:
+    """``(input key, drawn node id)`` of what output ``output_nr`` of op ``op_id`` is in the
+    data view: a leaf for an ``AccumulateGrad``, the recorded tensor of that output, else
+    the op itself; an op the view hides stands for what its own ``next`` edges lead to."""
+    found: list[tuple[tuple, str]] = []
+    stack = [(op_id, output_nr)]
+    visited: set = set()
+    while stack:
+        item = stack.pop()
+        if item in visited:
+            continue
+        visited.add(item)
+        oid, nr = item
+        op = op_by_id.get(oid)
+        if op is None:
+            continue
+        if op.is_accumulate_grad:
+            if op.variable is not None:
+                found.append((("acc", op.variable), op.variable))
+        elif (oid, nr) in outputs:
+            found.append(((oid, nr), outputs[(oid, nr)]))
+        elif oid not in hidden:
+            found.append(((oid, nr), oid))
+        else:  # hidden: what flows into it (last pushed is taken first: keep input order)
+            stack.extend((n.dst, n.output_nr) for n in reversed(nexts.get(oid, ())))
+    return found
 
 
 def _mark_edges(edges: list[Edge], o: Options, *, alias: Mapping[str, str | None]) -> None:
