@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import linecache
 import weakref
 from functools import partial
 from types import FrameType
@@ -17,7 +16,7 @@ from ._facts import (
 from ._safety import KEEP_MIN_NODES, keep_children
 from ._util import paused_gc, tensors_in
 from .graph import LIVE, UNREADABLE, SavedEntry, Summary
-from .names import frame_candidates, user_frame
+from .names import frame_candidates, source_line, user_frame
 
 __all__ = ["Recorder", "PLAIN", "DETACH", "func_name", "grad_fn_of", "readable", "sequence_now"]
 
@@ -470,12 +469,14 @@ class Recorder:
         # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
         recs, refs = self.tensors, self.refs
+        inplace = False
         for t in outs:
             i = self.by_id.get(id(t))
             if i is not None and i in in_ids and refs[i]() is t:
                 rec = recs[i]
                 if rec[_VERSION] == version_of(t) and (rec[_OP] is None) == (grad_fn_of(t) is None):
                     continue
+                inplace = True  # a new version of an input: the op changed it in place
             fresh.append(t)
         if not fresh:
             return
@@ -501,6 +502,8 @@ class Recorder:
                 self.note_where(op, ins)  # the gradient path stops here: say exactly where
         orec[_INS] = in_ids
         orec[_LASTI] = lasti
+        if inplace:
+            self.note_where(op, ins)  # where a tensor changed in place, for the error that may follow
         self.calls.append(op)
         outputs = orec[_OUTS]
         made = []
@@ -537,7 +540,7 @@ class Recorder:
             if frame is None or frame is self.frame:
                 return
             lineno = frame.f_lineno
-            self.where[j] = (lineno, linecache.getline(frame.f_code.co_filename, lineno).strip() or None)
+            self.where[j] = (lineno, source_line(frame.f_code.co_filename, lineno))
             names = self.tnames
             for name, t in frame_candidates(frame, with_globals=False):
                 i = self.index_of(t)
@@ -552,7 +555,6 @@ class Recorder:
         if code is None:
             return {}
         import bisect
-        import linecache
 
         starts, ends, numbers = [], [], []
         for start, end, line in code.co_lines():
@@ -571,7 +573,7 @@ class Recorder:
                 if k < 0 or lasti >= ends[k]:
                     continue
                 number = numbers[k]
-                text = linecache.getline(code.co_filename, number).strip() or None
+                text = source_line(code.co_filename, number)
                 hit = cache[lasti] = (number, text)
             out[j] = hit
         return out

@@ -9,7 +9,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-__all__ = ["NameBook", "user_frame", "frame_candidates", "is_internal", "INTERNAL_MODULES", "CALLER_NAME"]
+__all__ = ["NameBook", "user_frame", "source_line", "frame_candidates", "is_internal", "INTERNAL_MODULES", "CALLER_NAME"]
 
 #: Modules (and packages, with every module below them) whose frames are never "the
 #: caller" when names are inferred: graphlens's machinery.  The claims and demos are
@@ -56,6 +56,24 @@ def user_frame(depth: int = 1) -> FrameType | None:
     return frame
 
 
+def source_line(filename: str, lineno: int) -> str | None:
+    """Line ``lineno`` of ``filename``, stripped and without a trailing comment (None if unknown)."""
+    import linecache
+
+    line = linecache.getline(filename, lineno)
+    quote = None
+    for k, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#":
+            line = line[:k]
+            break
+    return line.strip() or None
+
+
 def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
     """``(name, tensor)`` for the tensors directly in ``mapping``, then one level into
     lists, tuples, dicts and modules."""
@@ -69,6 +87,16 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
         elif isinstance(value, torch.nn.Module):
             try:
                 later.extend((f"{name}.{p}", t) for p, t in value.named_parameters())
+                # Tensors kept as plain attributes (self.hidden = ...): a state carried between calls.
+                for sub_name, sub in value.named_modules():
+                    for attr, t in list(vars(sub).items())[:_MAX_CONTAINER]:
+                        if attr.startswith("_"):
+                            continue
+                        where = f"{name}.{sub_name + '.' if sub_name else ''}{attr}"
+                        if isinstance(t, torch.Tensor):
+                            later.append((where, t))
+                        elif isinstance(t, (tuple, list)) and 0 < len(t) <= 8:  # (h, c) of an LSTM
+                            later.extend((f"{where}[{i}]", x) for i, x in enumerate(t) if isinstance(x, torch.Tensor))
             except Exception:  # noqa: BLE001 - a broken module must not break naming
                 pass
         elif isinstance(value, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:

@@ -54,7 +54,7 @@ def test_double_copy_is_a_copy():
     e = explain(w, loss)
     assert e.reasons[0] == "is_a_copy"
     assert "ToCopyBackward0" in [e.graph.node(p).name for p in e.path if p.startswith("op")]
-    assert ".double()" in str(e) and "will be None after loss.backward()" in str(e)
+    assert ".double()" in str(e) and "stays None after loss.backward()" in str(e)
 
 
 def test_named_leaf_behind_conversion_is_plain_nonleaf():
@@ -163,12 +163,27 @@ def test_backward_not_run_then_grad_ok():
     assert "[3, 3]" in str(after)
 
 
-def test_grad_from_earlier_backward_will_accumulate():
-    """A leaf that still holds a grad from an earlier backward is told that the next backward adds to it."""
+def test_grad_from_an_earlier_backward_is_reported_with_the_condition():
+    """A leaf that holds a grad while the root's saved tensors are live: graphlens says it
+    cannot tell whether this root's backward ran, and what the next one would do."""
     w = torch.tensor([1.0, 2.0], requires_grad=True)
     (w * 3).sum().backward()
     loss = (w * w).sum()
-    assert explain(w, loss).reasons == ("grad_ok", "will_accumulate")
+    e = explain(w, loss)
+    assert e.reasons == ("grad_ok",)
+    assert "cannot tell" in str(e) and "If it has not, loss.backward() will add" in str(e)
+
+
+def test_after_backward_with_retain_graph_graphlens_does_not_claim_backward_has_not_run():
+    """After loss.backward(retain_graph=True) the saved tensors are still there, as before any
+    backward: the answer neither says backward has not run nor calls for zero_grad()."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * w).sum()
+    loss.backward(retain_graph=True)
+    e = explain(w, loss)
+    assert e.reason == "grad_ok" and "will_accumulate" not in e.reasons
+    assert "has not run" not in str(e).replace("If it has not", "") and "zero_grad" not in str(e)
+    assert "[2, 4]" in str(e)
 
 
 def test_zero_grad_set_none_with_optimizer():
@@ -356,7 +371,7 @@ def test_inplace_on_saved_output():
     assert e.reasons == ("inplace_saved",) and e.tensor_name == "y"
     text = str(e)
     assert "output 0 of Sigmoid" in text and "version 0" in text and "version 1" in text
-    assert "SigmoidBackward0" in text
+    assert "saved for backward by SigmoidBackward0" in text and e.op == "SigmoidBackward0"
 
 
 def test_inplace_through_detached_alias_with_trace():

@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import linecache
 import re
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .. import names as _names
-from .._facts import dtype_name
-from .._util import tensors_in
-from ..graph import Graph, OpNode
-from ..names import frame_candidates, user_frame
-from ..snapshot import snapshot
-from .facts import (
-    saved_entries, saved_is_freed, saved_is_tensor, saved_is_tensor_of, saved_names, saves_anything, saves_result,
-)
+from ..graph import Graph
+from ..names import user_frame
+from .backward_errors import graph_freed, inplace_saved
+from .context import Context, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
 from .grad import analyse
-from .live import INTEGER_DTYPES, find_live, shares_memory
+from .live import INTEGER_DTYPES, find_live
 from .paths import PathView
 from .types import ERROR_REASONS, Explanation
 
@@ -36,7 +28,7 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
         "inplace_saved",
         re.compile(
             r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[^\]]*)\]\]"
-            r"(?:, which is output (?P<nr>\d+) of (?P<op>\w+),)? is at version (?P<ver>\d+); "
+            r"(?:, which is output (?P<nr>\d+) of (?P<op>[\w:]+),)? is at version (?P<ver>\d+); "
             r"expected version (?P<exp>\d+)"
         ),
     ),
@@ -58,73 +50,6 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
         re.compile(r"Mismatch in shape: grad_output\[(?P<index>\d+)\] has a shape of (?P<given>.*?) and output\[\d+\] has a shape of (?P<want>.*?)\.$", re.M),
     ),
 ]
-
-_TENSOR_TYPES = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
-    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
-    "ByteTensor": "uint8", "BoolTensor": "bool", "ComplexFloatTensor": "complex64", "ComplexDoubleTensor": "complex128",
-}
-
-
-class _Context:
-    """What the exception's traceback tells: the user's frame and line, and the root of a failed backward."""
-
-    def __init__(self, exc: BaseException | None, caller: FrameType | None = None) -> None:
-        self.line = ""
-        self.lineno: int | None = None
-        self.frame: FrameType | None = None  # the user's frame that raised (released by close())
-        self.candidates: list[tuple[str, torch.Tensor]] = []
-        self.root: list[torch.Tensor] = []
-        tb: TracebackType | None = getattr(exc, "__traceback__", None)
-        user = None
-        while tb is not None:
-            frame = tb.tb_frame
-            module = frame.f_globals.get("__name__", "") or ""
-            if module == "torch" or module.startswith("torch."):
-                if frame.f_code.co_name in ("backward", "grad", "_engine_run_backward") and not self.root:
-                    local = frame.f_locals
-                    for key in ("t_outputs", "tensors", "outputs", "self"):
-                        if key in local:
-                            self.root = tensors_in(local[key], depth=8)
-                            if self.root:
-                                break
-                    del local
-            elif not _names.is_internal(module) and not module.startswith("graphlens.") and frame.f_code.co_name != _names.CALLER_NAME:
-                user = (frame, tb.tb_lineno)
-            tb = tb.tb_next
-        if user is not None:
-            frame, lineno = user
-            self.frame, self.lineno = frame, lineno
-            self.line = linecache.getline(frame.f_code.co_filename, lineno).strip()
-            self.candidates = frame_candidates(frame)
-        if caller is not None and (user is None or caller is not user[0]):
-            # The frame that asks for the explanation often holds the variables (the error
-            # may have been raised in a helper that it called).
-            self.candidates.extend(frame_candidates(caller))
-
-    def in_line(self, keep) -> list[tuple[str, torch.Tensor]]:
-        """Candidates that ``keep`` accepts and whose name appears in the failing line,
-        the one right before an in-place call or assignment first."""
-        if not self.line:
-            return []
-        tokens = re.findall(r"[A-Za-z_][\w.]*", self.line)
-        out = []
-        for name, t in self.candidates:
-            if keep(t) and any(tok == name or tok.startswith(name + ".") for tok in tokens):
-                out.append((name, t))
-        return out
-
-    def name_of(self, t: torch.Tensor) -> str | None:
-        for name, c in self.candidates:
-            if c is t:
-                return name
-        return None
-
-    def close(self) -> None:
-        self.candidates.clear()
-        self.root.clear()
-        self.frame = None
-
 
 def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Explanation:
     """What a classic autograd ``RuntimeError`` means for this program, in plain words.
@@ -157,9 +82,9 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
     except Exception:  # noqa: BLE001 - explaining must never raise
         code = next((c for c, p in _PATTERNS if p.search(message)), "unknown_error")
         if code == "unknown_error":
-            sentences = [f"graphlens does not recognise this error: {_short(message)!r}."]
+            sentences = [f"graphlens does not recognise this error: {short(message)!r}."]
         else:
-            sentences = [f"PyTorch raised: {_short(message)!r}.", ERROR_REASONS[code][0].upper() + ERROR_REASONS[code][1:] + "."]
+            sentences = [f"PyTorch raised: {short(message)!r}.", ERROR_REASONS[code][0].upper() + ERROR_REASONS[code][1:] + "."]
         return Explanation([code], sentences, message=message)
     finally:
         del frame
@@ -186,7 +111,7 @@ def _explain_error(exc: Any, message: str, graph_or_trace, caller: FrameType | N
             code = c
             break
     g, trace = _graph_of(graph_or_trace)
-    ctx = _Context(exc if isinstance(exc, BaseException) else None, caller)
+    ctx = Context(exc if isinstance(exc, BaseException) else None, caller)
     try:
         handler = _HANDLERS.get(code, _unknown)
         return handler(message, match, g, trace, ctx)
@@ -194,199 +119,14 @@ def _explain_error(exc: Any, message: str, graph_or_trace, caller: FrameType | N
         ctx.close()
 
 
-def _short(message: str) -> str:
-    text = message.strip().splitlines()[0] if message.strip() else ""
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _root_graph(g: Graph | None, ctx: _Context) -> Graph | None:
-    """The given graph, else a snapshot of the failed backward's root (named after the user's variables)."""
-    if g is not None:
-        return g
-    if ctx.root:
-        names = {n: t for n, t in ctx.candidates if any(t is r for r in ctx.root) or t.grad_fn is not None or t.requires_grad}
-        return snapshot(*ctx.root, names=names)
-    return None
-
-
-def _root_label(g: Graph | None, ctx: _Context) -> str:
-    if ctx.root:
-        n = ctx.name_of(ctx.root[0])
-        if n:
-            return n
-    if g is not None and g.roots:
-        return " and ".join(r.label for r in g.roots)
-    return "the output"
-
-
-def _on_graph(g: Graph, tensor: torch.Tensor | None) -> str | None:
-    return find_live(g, tensor) if tensor is not None else None
-
-
 # -- the handlers: one per reason code, each (message, match, graph, trace, context) -> Explanation
 
 
-def _graph_freed(message, match, g, trace, ctx) -> Explanation:
-    g = _root_graph(g, ctx)
-    root = _root_label(g, ctx)
-    call = f"{root}.backward()" if root != "the output" else "backward()"
-    sentences = [
-        f"{call} went through a part of the graph a second time, but the first backward "
-        f"already freed the tensors that part saved for computing gradients."
-    ]
-    path: list[str] = []
-    edges: list = []
-    if g is not None:
-        view = PathView(g)
-        freed = [o for o in g.ops if any(saved_is_freed(e) for e in saved_entries(o))]
-        kept = [o for o in g.ops if any(saved_is_tensor(e) for e in saved_entries(o))]
-        if not freed and trace is not None:
-            # A trace records saved tensors when the op runs: the ops that saved any are the candidates.
-            freed, kept = [o for o in g.ops if o.name and saves_anything(o)], []
-        if freed:
-            def describe(o: OpNode) -> str:
-                made = [view.t(t).name for t in view.adj.outputs.get(o.id, ()) if view.t(t).name]
-                what = ", ".join(saved_names(o))
-                return f"{o.label}" + (f" (made {made[0]}; saved {what})" if made else f" (saved {what})")
-
-            shown = [describe(o) for o in freed[:4]]
-            more = f" and {len(freed) - 4} more" if len(freed) > 4 else ""
-            sentences.append(f"Saved tensors freed: {', '.join(shown)}{more}.")
-            path = [r.id for r in g.roots] + [o.id for o in freed]
-            for o in freed:
-                path.extend(view.adj.outputs.get(o.id, ()))
-        if freed and kept:
-            sentences.append(
-                "Part of this graph is new and part was built before the earlier backward: a tensor carried over "
-                "from a previous iteration (a hidden state, a running total) still links to the old graph."
-            )
-            fix = "detach() the carried-over tensor at the end of each iteration (e.g. h = h.detach()), or recompute it."
-        else:
-            fix = None
-    else:
-        fix = None
-    fix = fix or (
-        "Recompute the forward pass before each backward (the usual training loop), add the losses and call "
-        "backward once, or pass retain_graph=True to the first backward if you really need two passes. "
-        "In a loop, a tensor carried over from the previous iteration (a hidden state, a running total) "
-        "also links to the old graph: detach() it at the end of each iteration."
-    )
-    return Explanation(["graph_freed"], sentences, fix=fix, graph=g, path=path, edges=edges, message=message,
-                       tensor_name=root if root != "the output" else None)
-
-
-def _inplace_saved(message, match, g, trace, ctx) -> Explanation:
-    ttype = match.group("type").split(".")[-1]
-    dtype = _TENSOR_TYPES.get(ttype, ttype)
-    shape = tuple(int(s) for s in match.group("shape").replace(" ", "").split(",") if s)
-    op = match.group("op")
-    ver, exp = int(match.group("ver")), int(match.group("exp"))
-    backward_op = f"{op}Backward" if op else None
-    name = None
-    tid = None
-    path: list[str] = []
-    savers: list[str] = []
-    modifier = None
-    if g is not None:
-        view = PathView(g)
-        recs = [t for t in g.tensors if t.shape == shape and t.dtype == dtype]
-        if backward_op:
-            made = [t for t in recs if t.op and (view.o(t.op).name or "").startswith(backward_op)]
-        else:
-            made = [t for t in recs if t.op is None or view.o(t.op).name is None]
-        # Prefer the record of the saved version that a later record (the in-place change) follows.
-        for t in made:
-            later = [c for c in recs if c.name is not None and c.name == t.name and c.version == ver and c.id != t.id]
-            cons = [c for c in view.adj.consumers.get(t.id, ()) if (view.o(c).forward or "").endswith("_")]
-            det = [d for d in view.adj.detached.get(t.id, ())]
-            det_cons = [c for d in det for c in view.adj.consumers.get(d, ()) if (view.o(c).forward or "").endswith("_")]
-            if later or cons or det_cons or t.version == ver:
-                tid = t.id
-                name = t.name
-                mod = (cons or det_cons or [None])[0]
-                if mod is not None:
-                    modifier = view.o(mod)
-                    path.append(mod)
-                    if det_cons and not cons:
-                        d = next(d for d in det if mod in view.adj.consumers.get(d, ()))
-                        path.append(d)
-                        modifier_note = f" through {view.label(d)}, which {view.label(d)} = {t.name or t.id}.detach() made to share its memory"
-                    else:
-                        modifier_note = ""
-                break
-        else:
-            modifier_note = ""
-        if tid is not None:
-            prod = view.o(view.t(tid).op) if view.t(tid).op else None
-            if prod is not None and saves_result(prod):
-                savers.append(prod.label)
-                path.append(prod.id)
-            for c in view.adj.consumers.get(tid, ()):
-                o = view.o(c)
-                held = any(saved_is_tensor_of(e, dtype, shape) or saved_is_freed(e) for e in saved_entries(o))
-                if o.name and held and o.label not in savers:
-                    savers.append(o.label)
-                    path.append(c)
-            path.insert(0, tid)
-    else:
-        modifier_note = ""
-    if name is None:
-        def fits(t: torch.Tensor) -> bool:
-            if tuple(t.shape) != shape or dtype_name(t.dtype) != dtype or t._version != ver:
-                return False
-            if backward_op is None:
-                return t.grad_fn is None
-            fn = t.grad_fn
-            for _ in range(8):  # the in-place ops' nodes sit on top of the producer
-                if fn is None:
-                    return False
-                if type(fn).__name__.startswith(backward_op):
-                    return True
-                fn = fn.next_functions[0][0] if fn.next_functions else None
-            return False
-
-        found = [(n, t) for n, t in ctx.candidates if fits(t)]
-        if len(found) > 1 and backward_op is None:
-            modifier_note = f" (it is one of your variables {', '.join(n for n, _ in found[:4])})"
-            found = []
-        if found:
-            name = found[0][0]
-            shared = [n for n, t in ctx.candidates if n != name and t._version == ver and shares_memory(t, found[0][1])]
-            if shared and not modifier_note:
-                modifier_note = f" through {shared[0]}, which shares its memory and version counter (as {shared[0]} = {name}.detach() does)"
-    g = _root_graph(g, ctx)
-    if g is not None and not savers and backward_op:
-        # The producer's backward node saved its own output (sigmoid, exp, tanh, ...).
-        for o in g.ops:
-            if (o.name or "").startswith(backward_op) and saves_result(o):
-                savers.append(o.label)
-                path.append(o.id)
-                break
-    what = f"output {match.group('nr')} of {op}" if op else "a tensor that no recorded operation produced (a leaf or an input)"
-    who = name or f"a {dtype}{list(shape)} tensor"
-    sentences = [
-        f"{who} ({what}) was saved for backward at version {exp}; it was then changed in place{modifier_note}, "
-        f"and is now at version {ver}, so backward can no longer use it."
-    ]
-    if modifier is not None:
-        sentences.append(f"The in-place operation was {modifier.forward or modifier.label}.")
-    if savers:
-        sentences.append(f"It was saved by {', '.join(savers)}.")
-    elif backward_op:
-        sentences.append(f"{op}'s backward or an operation that used {who} saved it.")
-    return Explanation(
-        ["inplace_saved"], sentences, tensor_name=name, tensor_id=tid, graph=g, path=[p for p in path if g is not None and p in g],
-        edges=PathView(g).highlight_edges(path) if g is not None and path else (), message=message,
-        fix=f"Use an out-of-place operation ({name or 'y'} = {name or 'y'} * 2 instead of .mul_(2)), or clone() "
-        f"before changing it; torch.autograd.set_detect_anomaly(True) shows which forward line saved it.",
-    )
-
-
-def _named_in_line(ctx: _Context, g: Graph | None, keep, rec_keep) -> tuple[str | None, str | None]:
+def _named_in_line(ctx: Context, g: Graph | None, keep, rec_keep) -> tuple[str | None, str | None]:
     found = ctx.in_line(keep)
     if found:
         name = found[0][0]
-        tid = _on_graph(g, found[0][1]) if g is not None else None
+        tid = on_graph(g, found[0][1]) if g is not None else None
         return name, tid
     if g is not None:
         tokens = set(re.findall(r"[A-Za-z_]\w*", ctx.line))
@@ -456,8 +196,8 @@ def _retain_no_rg(message, match, g, trace, ctx) -> Explanation:
 def _nonscalar(message, match, g, trace, ctx) -> Explanation:
     root = ctx.root[0] if ctx.root else None
     name = ctx.name_of(root) if root is not None else None
-    g2 = _root_graph(g, ctx)
-    tid = _on_graph(g2, root) if g2 is not None else None
+    g2 = root_graph(g, ctx)
+    tid = on_graph(g2, root) if g2 is not None else None
     shape = list(root.shape) if root is not None else None
     who = name or ("the output" + (f" of shape {shape}" if shape else ""))
     sentences = [
@@ -544,15 +284,15 @@ def _simple(code: str, sentence: str, fix: str):
 def _unknown(message, match, g, trace, ctx) -> Explanation:
     return Explanation(
         ["unknown_error"],
-        [f"graphlens does not recognise this error, so it cannot relate it to the graph. PyTorch said: {_short(message)!r}."],
+        [f"graphlens does not recognise this error, so it cannot relate it to the graph. PyTorch said: {short(message)!r}."],
         graph=g, message=message,
         fix="Search for the message, or run the code under torch.autograd.set_detect_anomaly(True) to see which operation failed.",
     )
 
 
 _HANDLERS = {
-    "graph_freed": _graph_freed,
-    "inplace_saved": _inplace_saved,
+    "graph_freed": graph_freed,
+    "inplace_saved": inplace_saved,
     "inplace_leaf": _inplace_leaf,
     "requires_grad_nonleaf": _requires_grad_nonleaf,
     "requires_grad_dtype": _requires_grad_dtype,

@@ -112,7 +112,11 @@ def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, pre
 
 
 def _backward_ran_recorded(g: Graph, view: PathView, roots: list[str], trace: Trace | None) -> bool | None:
-    """True when backward evidently ran through the roots, False when evidently not, None when unknown."""
+    """True when backward evidently ran through the roots, else None (unknown).
+
+    Never False: saved tensors still there fit "backward has not run" and "backward ran
+    with retain_graph=True" alike, a graph that saved nothing looks the same before and
+    after, and a trace's graph may be read after a backward outside its block."""
     if any(gradient_flowed(view.t(r)) for r in roots):
         return True
     if trace is not None and trace.backward_passes:
@@ -121,10 +125,6 @@ def _backward_ran_recorded(g: Graph, view: PathView, roots: list[str], trace: Tr
     saved = [e for o in reach if o.startswith("op") for e in saved_entries(view.o(o))]
     if any(saved_is_freed(e) for e in saved):
         return True
-    if saved and g.source == "snapshot":
-        return False
-    if g.source == "trace":
-        return False
     return None
 
 
@@ -157,9 +157,9 @@ def _explain_live(
         if not roots and not no_frame_roots:
             outs = [t for _, t in candidates if t.grad_fn is not None and t.dim() == 0 and t is not tensor]
             outs = list({id(t): t for t in outs}.values())
-            reaching = [t for t in outs if reaches([t.grad_fn], tensor)]
-            # A root that reaches the tensor; else the only scalar output there is.
-            roots = reaching[:1] or (outs if len(outs) == 1 else [])
+            # Only a root that reaches the tensor: an unrelated output in scope would lead
+            # the answer astray (and blame a cut that is not there).
+            roots = [t for t in outs if reaches([t.grad_fn], tensor)][:1]
             guessed = bool(roots)
         hints: dict[str, Any] = {"guessed_root": guessed}
         extra: list[torch.Tensor] = []
@@ -268,7 +268,8 @@ def analyse(
         is_param = node.is_parameter
     root_name = " and ".join(view.label(r) for r in roots) if roots else None
     backward = f"{root_name}.backward()" if root_name else "backward"
-    will = "is None" if ran else ("will be None after " + backward if ran is False else "is or will be None")
+    will = "is None" if ran else "is or will be None"
+    stays = f"is None, and stays None after {backward}," if root_name else "is None, whatever backward runs,"
     reasons: list[str] = []
     sentences: list[str] = []
     fix = None
@@ -334,14 +335,36 @@ def analyse(
                 f"the loss; run the code under graphlens.trace() to see where a detach() or no_grad cut it."
             )
             path = [tid] if tid else []
+    elif not roots and not is_leaf and not retains:
+        # Whatever the root, a non-leaf keeps no .grad: that is the answer, root or not.
+        reasons += ["nonleaf_not_retained", "no_root"]
+        op = view.o(node.op).label if node is not None and node.op else "an operation"
+        leaves = [l for l in view.leaves_below(tid) if view.t(l).requires_grad] if tid else []
+        named = [view.label(l) for l in leaves]
+        kind = "a view" if node is not None and node.is_view else "computed"
+        sentences.append(
+            f"{who}.grad is None, whatever backward runs, because {who} is not a leaf: it is {kind} "
+            + (f"of {named[0]}" if kind == "a view" and len(named) == 1 else f"by {op}")
+            + " and did not call retain_grad()."
+        )
+        if named:
+            sentences.append(
+                f"A gradient that flows through {who} is passed on to {', '.join(named)}, "
+                f"where PyTorch keeps it in .grad."
+            )
+            path = [tid] + leaves
+            edges = view.highlight_edges(view.with_acc(path))
+        else:
+            path = [tid] if tid else []
+        sentences.append("(No root was given, and none among your variables reaches it.)")
+        first = next((view.t(l).name for l in leaves if view.t(l).name), None)
+        fix = (f"Read {first}.grad instead, or call " if first else "Call ") + f"{name}.retain_grad() before backward."
     elif not roots:
         reasons.append("no_root")
         sentences.append(
-            f"graphlens cannot tell whether {who} will get a gradient: no root was given and none was found among your variables."
+            f"graphlens cannot tell whether {who} will get a gradient: no root was given and none among your "
+            f"variables reaches it."
         )
-        if not is_leaf and not retains:
-            reasons.append("nonleaf_not_retained")
-            sentences.append(f"In any case {who} is not a leaf, so PyTorch will not keep its .grad.")
         fix = f"Pass the loss: graphlens.explain({name}, loss)."
         path = [tid] if tid else []
     elif not reachable:
@@ -408,7 +431,7 @@ def analyse(
             is_to = any(p.startswith("op") and (view.o(p).name or "").startswith("ToCopyBackward") for p in cpath)
             how = "a copy made by .to(), .double(), .float() or .cuda()" if is_to else f"the output of {kind or 'an operation'}"
             sentences.append(
-                f"{who}.grad {will} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
+                f"{who}.grad {stays} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
                 f"you have no variable for (the leaf made by requires_grad=True was never stored)."
             )
             sentences.append(
@@ -427,7 +450,7 @@ def analyse(
             reasons.append("nonleaf_not_retained")
             op = view.o(node.op).label if node is not None and node.op else "an operation"
             sentences.append(
-                f"{who}.grad {will} because {who} is not a leaf (it was computed by {op}) and did not call retain_grad()."
+                f"{who}.grad {stays} because {who} is not a leaf (it was computed by {op}) and did not call retain_grad()."
             )
             sentences.append(
                 f"The gradient does flow through {who} on its way to the leaves, but PyTorch keeps .grad only on leaves."
@@ -445,13 +468,13 @@ def analyse(
             sentences.append(
                 f"{who}.grad is set{value}: {who} is {what}, and {root_name} reaches it through {chain}."
             )
-            if ran is False:
-                reasons.append("will_accumulate")
+            if ran is None:
                 sentences.append(
-                    f"Backward has not run through {root_name} yet, so that gradient comes from an earlier backward; "
-                    f"{backward} will add to it."
+                    f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
+                    f"graphlens cannot tell from the graph whether {backward} already ran (saved tensors are still "
+                    f"there before a backward and after one with retain_graph=True). If it has not, {backward} will "
+                    f"add to this value."
                 )
-                fix = "Call optimizer.zero_grad() (or set .grad = None) before the backward if you do not want to accumulate."
         elif ran:
             node_flowed = node is not None and gradient_flowed(node)
             if is_leaf:
@@ -494,8 +517,8 @@ def analyse(
             else:
                 sentences.append(
                     f"{who} is {what} and {root_name} reaches it through {chain}, so {backward} gives it a gradient. "
-                    f"Its .grad is None now: either backward has not run yet, or (graphlens cannot tell, the graph "
-                    f"saved no tensors) a zero_grad() set it to None afterwards."
+                    f"Its .grad is None now: either backward has not run yet, or it ran and something (zero_grad(), "
+                    f"which sets None by default) cleared the gradient since; graphlens cannot tell which from the graph."
                 )
             fix = f"Call {backward}, then read {name}.grad."
     if optimizer is not None and requires_grad and is_leaf and not _in_optimizer(optimizer, live, node):

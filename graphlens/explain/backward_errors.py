@@ -1,0 +1,364 @@
+"""The two errors backward raises about saved tensors: a graph freed before, and a saved tensor changed in place."""
+
+from __future__ import annotations
+
+import linecache
+import re
+from typing import Any
+
+import torch
+
+from .._facts import dtype_name, read_saved
+from ..graph import FREED, MODIFIED, OpNode
+from .context import TENSOR_TYPES, Context, root_graph, root_label
+from .live import shares_memory
+from .paths import PathView
+from .types import Explanation
+
+__all__ = ["graph_freed", "inplace_saved"]
+
+#: Nodes a live walk looks at, at most (a freed graph of millions of nodes is still answered).
+_WALK_LIMIT = 200_000
+
+
+# -- backward through a freed graph ------------------------------------------------------------
+class _Node:
+    __slots__ = ("fn", "seq", "freed", "children", "parents")
+
+    def __init__(self, fn: Any, seq: int, freed: list[str]) -> None:
+        self.fn, self.seq, self.freed = fn, seq, freed
+        self.children: list[int] = []
+        self.parents: list[int] = []
+
+
+def _walk(roots: list[torch.Tensor]) -> tuple[list[_Node], dict]:
+    """The live graph below ``roots``: every node with its sequence number and the names
+    of the saved tensors backward freed (never unpacking a hooked slot)."""
+    nodes: list[_Node] = []
+    index: dict = {}
+    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    order: list = []
+    while stack and len(index) < _WALK_LIMIT:
+        fn = stack.pop()
+        if fn in index:
+            continue
+        if type(fn).__name__ == "AccumulateGrad":
+            index[fn] = -1
+            continue
+        entries, _ = read_saved(fn)
+        freed = [e.name for e in entries if e.state is FREED]
+        index[fn] = len(nodes)
+        nodes.append(_Node(fn, fn._sequence_nr(), freed))
+        order.append(fn)
+        stack.extend(c for c, _ in fn.next_functions if c is not None and c not in index)
+    for k, fn in enumerate(order):
+        for c, _ in fn.next_functions:
+            j = index.get(c, -1) if c is not None else -1
+            if j >= 0:
+                nodes[k].children.append(j)
+                nodes[j].parents.append(k)
+    del order
+    return nodes, index
+
+
+def _split(nodes: list[_Node]) -> int | None:
+    """The sequence number from which the nodes are the new graph: the widest gap in the
+    sequence numbers below which every node that saved tensors had them freed (the nodes
+    the earlier pass built after the shared part are not in this graph, hence the gap)."""
+    seqs = sorted({n.seq for n in nodes})
+    best, width = None, 1
+    freed_below = True
+    by_seq: dict[int, list[_Node]] = {}
+    for n in nodes:
+        by_seq.setdefault(n.seq, []).append(n)
+    any_freed = False
+    for a, b in zip(seqs, seqs[1:]):
+        for n in by_seq[a]:
+            if n.freed:
+                any_freed = True
+            elif _saves_tensors(n.fn):
+                freed_below = False
+        if freed_below and any_freed and b - a > width:
+            best, width = b, b - a
+    return best
+
+
+def _saves_tensors(fn: Any) -> bool:
+    return any(e.summary is not None or e.tensor is not None for e in read_saved(fn)[0])
+
+
+def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, bool, list[int]]:
+    """``(name, shared, boundary)``: the variable through which the new graph reaches the
+    old part.  ``shared`` when the variable still holds the old tensor (``fake`` of a GAN:
+    two losses backpropagate through it), else the variable was rebound to a new tensor
+    computed from the old one (a hidden state carried from the previous iteration)."""
+    boundary = [k for k, n in enumerate(nodes) if n.seq < split and any(nodes[p].seq >= split for p in n.parents)]
+    if not boundary:
+        return None, False, []
+    fns = {id(nodes[k].fn): k for k in boundary}
+    best: tuple | None = None
+    for name, t in ctx.candidates:
+        try:
+            fn = t.grad_fn
+        except RuntimeError:
+            continue
+        if fn is None:
+            continue
+        if id(fn) in fns:
+            rank = (0, 0, 0, name)
+            shared = True
+        else:
+            depth = _depth_to(fn, fns)
+            if depth is None:
+                continue
+            attr = "." in name
+            stateful = any(k in name.lower() for k in ("hidden", "state", "h_", "c_", "hx", "cx")) or name in ("h", "c")
+            rank = (1, 0 if attr or stateful else 1, depth, name)
+            shared = False
+        if best is None or rank < best[0]:
+            best = (rank, name, shared)
+    if best is None:
+        return None, False, boundary
+    return best[1], best[2], boundary
+
+
+def _depth_to(fn: Any, goals: dict, limit: int = 24) -> int | None:
+    """Steps from node ``fn`` down ``next_functions`` to a node of ``goals`` (by id), within
+    ``limit``: a tensor outside the failing graph (a hidden state returned beside the
+    output) counts too."""
+    frontier, seen, depth = [fn], {id(fn)}, 0
+    while frontier and depth < limit:
+        nxt = []
+        for f in frontier:
+            for c, _ in f.next_functions:
+                if c is None or id(c) in seen:
+                    continue
+                if id(c) in goals:
+                    return depth + 1
+                seen.add(id(c))
+                nxt.append(c)
+        frontier, depth = nxt, depth + 1
+    return None
+
+
+def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
+    gr = root_graph(g, ctx)
+    root = root_label(gr, ctx)
+    call = f"{root}.backward()" if root != "the output" else "backward()"
+    sentences = [
+        f"{call} went through a part of the graph a second time: an earlier backward already freed the "
+        f"tensors that part saved for computing gradients."
+    ]
+    reasons = ["graph_freed"]
+    name, shared = None, False
+    fix = None
+    nodes, _ = _walk(ctx.root) if ctx.root else ([], {})
+    split = _split(nodes) if nodes else None
+    if split is not None:
+        name, shared, boundary = _carried(nodes, split, ctx)
+        old = [n for n in nodes if n.seq < split and n.freed]
+        shown = [f"{type(n.fn).__name__} ({', '.join(n.freed)})" for n in sorted(old, key=lambda n: -n.seq)[:4]]
+        more = f" and {len(old) - 4} more" if len(old) > 4 else ""
+        sentences.append(
+            f"The part built before that backward is reached through {name or 'a tensor of the earlier graph'}; "
+            f"its nodes' saved tensors are freed: {', '.join(shown)}{more}."
+        )
+        if name and shared:
+            sentences.append(
+                f"{name} is used by two backward passes: the first one freed the graph below {name}, and {call} needs it again."
+            )
+            fix = (
+                f"If one of the losses needs only the value of {name}, give it {name}.detach() (as a GAN's "
+                f"discriminator step does with netD(fake.detach())); else add the losses and call backward once, or "
+                f"pass retain_graph=True to the first backward."
+            )
+        elif name:
+            reasons.append("carried_state")
+            element = re.fullmatch(r"(.+\..+)\[\d+\]", name)  # one tensor of a state kept as a tuple (h, c)
+            if element:
+                name = element.group(1)
+            sentences.append(
+                f"{name} carries a tensor from the previous iteration into this one: its graph still links to that "
+                f"iteration's graph, whose backward freed it."
+            )
+            cut = f"{name} = tuple(h.detach() for h in {name})" if element else f"{name} = {name}.detach()"
+            fix = (
+                f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
+                + ("" if element else " (for an LSTM, detach both h and c)") + "."
+            )
+    del nodes
+    path: list[str] = []
+    if split is None and gr is not None:
+        # One graph, backpropagated before (the same loss twice): what it freed.
+        view = PathView(gr)
+        freed_ops = [o for o in gr.ops if any(e.state is FREED for e in o.saved)]
+
+        def describe(o: OpNode) -> str:
+            made = [view.t(t).name for t in view.adj.outputs.get(o.id, ()) if view.t(t).name]
+            what = ", ".join(e.name for e in o.saved if e.state is FREED)
+            return o.label + (f" (made {made[0]}; saved {what})" if made else f" (saved {what})")
+
+        if freed_ops:
+            more = f" and {len(freed_ops) - 4} more" if len(freed_ops) > 4 else ""
+            sentences.append(f"Saved tensors freed: {', '.join(describe(o) for o in freed_ops[:4])}{more}.")
+            path = [r.id for r in gr.roots] + [o.id for o in freed_ops]
+            for o in freed_ops:
+                path.extend(view.adj.outputs.get(o.id, ()))
+    if fix is None:
+        fix = (
+            "Recompute the forward pass before each backward (the usual training loop), add the losses and call "
+            "backward once, or pass retain_graph=True to the first backward if you really need two passes. "
+            "In a loop, a tensor carried over from the previous iteration (a hidden state, a running total) "
+            "also links to the old graph: detach() it at the end of each iteration."
+        )
+    return Explanation(
+        reasons, sentences, fix=fix, graph=gr, message=message, path=[p for p in path if gr is not None and p in gr],
+        tensor_name=name or (root if root != "the output" else None),
+    )
+
+
+# -- a saved tensor changed in place -----------------------------------------------------------
+_INPLACE_NAMES = ("add_", "sub_", "mul_", "div_", "copy_", "__setitem__", "relu_", "zero_", "fill_")
+
+
+def _changes_in_place(view: PathView, op_id: str, tid: str) -> bool:
+    """Whether op ``op_id`` changed tensor ``tid`` in place: by its name (``add_``,
+    ``__setitem__``), or because it made a newer version of that very tensor (a trace keeps
+    one record per version, with the same name: ``F.relu(x, inplace=True)``)."""
+    op = view.o(op_id)
+    f = op.forward or ""
+    if f.endswith("_") and not f.startswith("__") or f in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
+        return True
+    t = view.t(tid)
+    return any(
+        o.version > t.version and o.shape == t.shape and o.dtype == t.dtype and (o.name == t.name or t.name is None)
+        for o in (view.t(x) for x in view.adj.outputs.get(op_id, ()))
+    )
+
+
+def _modifier_lead(ctx: Context, name: str | None) -> tuple[int | None, str | None]:
+    """The last line before the failing one, in the failing function, that changes ``name``
+    in place (``x += ...``, ``x[i] = ...``, ``x.add_(...)``): a lead read from code."""
+    if ctx.frame is None or not name or not ctx.lineno or not re.fullmatch(r"[A-Za-z_][\w.]*", name):
+        return None, None
+    code = ctx.frame.f_code
+    pattern = re.compile(
+        rf"(?<![\w.]){re.escape(name)}\s*(?:[-+*/]=|\[[^\]]*\]\s*=(?!=)|\.\w+_\()"
+    )
+    lines = linecache.getlines(code.co_filename)
+    for ln in range(min(ctx.lineno, len(lines)) - 1, code.co_firstlineno - 1, -1):
+        text = lines[ln - 1]
+        if pattern.search(text):
+            return ln, text.strip()
+    return None, None
+
+
+def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
+    ttype = match.group("type").split(".")[-1]
+    dtype = TENSOR_TYPES.get(ttype, ttype)
+    shape = tuple(int(s) for s in match.group("shape").replace(" ", "").split(",") if s)
+    producer = match.group("op")
+    producer = producer.split("::")[-1] if producer else None
+    ver, exp = int(match.group("ver")), int(match.group("exp"))
+    gr = root_graph(g, ctx)
+    view = PathView(gr) if gr is not None else None
+    name = tid = None
+    savers: list[OpNode] = []
+    modifier: OpNode | None = None
+    alias = ""
+    path: list[str] = []
+    if gr is not None:
+        for o in gr.ops:
+            for e in o.saved:
+                if e.state is MODIFIED and (e.summary is None or (e.summary.dtype == dtype and tuple(e.summary.shape) == shape)):
+                    savers.append(o)
+                    tid = tid or e.tensor
+                    break
+    if view is not None and tid is not None:
+        node = view.t(tid)
+        name = node.name or next((t.name for t in gr.tensors if t.name and t.op and t.op == node.op), None)
+        later = [c for c in view.adj.consumers.get(tid, ()) if _changes_in_place(view, c, tid)]
+        dets = view.adj.detached.get(tid, ())
+        via = [(d, c) for d in dets for c in view.adj.consumers.get(d, ()) if _changes_in_place(view, c, d)]
+        if later:
+            modifier = view.o(later[0])
+        elif via:
+            modifier = view.o(via[0][1])
+            alias = f" through {view.label(via[0][0])} = {name or view.label(tid)}.detach(), which shares its memory"
+        path = [tid] + ([modifier.id] if modifier else []) + [o.id for o in savers]
+    if name is None:
+        name, live_alias = _live_name(ctx, dtype, shape, ver, producer, alias)
+        alias = alias or live_alias
+    line = lineno = None
+    if modifier is not None:
+        line, lineno = modifier.code, modifier.line
+    else:
+        lineno, line = _modifier_lead(ctx, name)
+    who = name or f"a {dtype}{list(shape)} tensor"
+    made = f" (PyTorch calls it output {match.group('nr')} of {producer})" if producer else ""
+    saver = ", ".join(dict.fromkeys(o.label for o in savers)) or None
+    by = f" by {saver}" if saver else ""
+    sentences = [
+        f"{who}{made} was saved for backward{by} at version {exp}; it was then changed in place{alias}, "
+        f"and is now at version {ver}, so backward can no longer use it."
+    ]
+    if modifier is not None:
+        where = f" at line {modifier.line} ({modifier.code})" if modifier.line and modifier.code else ""
+        sentences.append(f"The in-place operation: {modifier.forward}{where}.")
+    elif line:
+        sentences.append(f"graphlens read your code: line {lineno} ({line}) changes {who} in place; it is the likely culprit.")
+    if not saver and producer is None:
+        sentences.append("(graphlens cannot see which operation saved it: run the code under graphlens.trace() to know.)")
+    return Explanation(
+        ["inplace_saved"], sentences, tensor_name=name, tensor_id=tid, graph=gr,
+        path=[p for p in path if gr is not None and p in gr],
+        edges=view.highlight_edges(path) if view is not None and path else (), message=message,
+        fix=_inplace_fix(name, modifier, line), op=savers[0].label if savers else None, line=line, lineno=lineno,
+        cause=modifier.id if modifier is not None else (savers[0].id if savers else None),
+    )
+
+
+def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None) -> str:
+    x = name or "x"
+    text = (modifier.forward if modifier is not None else "") + " " + (line or "")
+    activations = ("relu", "leaky_relu", "elu", "selu", "celu", "hardtanh", "relu6", "silu", "hardswish", "dropout")
+    if "inplace=True" in text or (modifier is not None and (modifier.forward or "").rstrip("_") in activations):
+        return f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu({x})) so that the saved {x} keeps its values."
+    if "+=" in text or "add_" in text or "-=" in text or "*=" in text or "mul_" in text:
+        return f"Write {x} = {x} + ... (a new tensor) instead of changing {x} in place, or clone() it first."
+    if "setitem" in text or re.search(r"\[[^\]]*\]\s*=(?!=)", line or ""):
+        return f"Build a new tensor instead of assigning into {x} (torch.cat, torch.where, or {x} = {x}.clone() before the assignment)."
+    return f"Use an out-of-place operation on {x}, or clone() it before changing it; torch.autograd.set_detect_anomaly(True) names the forward line that saved it."
+
+
+def _live_name(ctx: Context, dtype: str, shape: tuple, ver: int, producer: str | None, alias: str) -> tuple[str | None, str]:
+    """Among the raising frame's variables, the tensor the message describes (shape, dtype,
+    version, and the node that made it), when exactly one fits."""
+    def fits(t: torch.Tensor) -> bool:
+        if tuple(t.shape) != shape or dtype_name(t.dtype) != dtype or t._version != ver:
+            return False
+        fn = t.grad_fn
+        if producer is None:
+            return fn is None
+        for _ in range(8):  # the in-place ops' nodes sit on top of the producer
+            if fn is None:
+                return False
+            if type(fn).__name__.startswith(producer):
+                return True
+            fn = fn.next_functions[0][0] if fn.next_functions else None
+        return False
+
+    found = []
+    for n, t in ctx.candidates:
+        try:
+            if fits(t) and all(t is not f for _, f in found):
+                found.append((n, t))
+        except RuntimeError:
+            continue
+    if len(found) != 1:
+        return None, alias
+    name, t = found[0]
+    shared = [n for n, c in ctx.candidates if n != name and c is not t and c._version == ver and shares_memory(c, t)]
+    if shared and not alias:
+        alias = f" through {shared[0]}, which shares its memory and version counter (as {shared[0]} = {name}.detach() does)"
+    return name, alias

@@ -1,0 +1,115 @@
+"""What an exception's traceback tells an explanation: the user's frame, line and variables, the root of a failed backward."""
+
+from __future__ import annotations
+
+import linecache
+import re
+from types import FrameType, TracebackType
+
+import torch
+
+from .. import names as _names
+from .._util import tensors_in
+from ..graph import Graph
+from ..names import frame_candidates
+from ..snapshot import snapshot
+from .live import find_live
+
+__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph"]
+
+TENSOR_TYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64", "IntTensor": "int32", "ShortTensor": "int16", "CharTensor": "int8",
+    "ByteTensor": "uint8", "BoolTensor": "bool", "ComplexFloatTensor": "complex64", "ComplexDoubleTensor": "complex128",
+}
+
+
+class Context:
+    """What the exception's traceback tells: the user's frame and line, and the root of a failed backward."""
+
+    def __init__(self, exc: BaseException | None, caller: FrameType | None = None) -> None:
+        self.line = ""
+        self.lineno: int | None = None
+        self.frame: FrameType | None = None  # the user's frame that raised (released by close())
+        self.candidates: list[tuple[str, torch.Tensor]] = []
+        self.root: list[torch.Tensor] = []
+        tb: TracebackType | None = getattr(exc, "__traceback__", None)
+        user = None
+        while tb is not None:
+            frame = tb.tb_frame
+            module = frame.f_globals.get("__name__", "") or ""
+            if module == "torch" or module.startswith("torch."):
+                if frame.f_code.co_name in ("backward", "grad", "_engine_run_backward") and not self.root:
+                    local = frame.f_locals
+                    for key in ("t_outputs", "tensors", "outputs", "self"):
+                        if key in local:
+                            self.root = tensors_in(local[key], depth=8)
+                            if self.root:
+                                break
+                    del local
+            elif not _names.is_internal(module) and not module.startswith("graphlens.") and frame.f_code.co_name != _names.CALLER_NAME:
+                user = (frame, tb.tb_lineno)
+            tb = tb.tb_next
+        if user is not None:
+            frame, lineno = user
+            self.frame, self.lineno = frame, lineno
+            self.line = linecache.getline(frame.f_code.co_filename, lineno).strip()
+            self.candidates = frame_candidates(frame)
+        if caller is not None and (user is None or caller is not user[0]):
+            # The frame that asks for the explanation often holds the variables (the error
+            # may have been raised in a helper that it called).
+            self.candidates.extend(frame_candidates(caller))
+
+    def in_line(self, keep) -> list[tuple[str, torch.Tensor]]:
+        """Candidates that ``keep`` accepts and whose name appears in the failing line,
+        the one right before an in-place call or assignment first."""
+        if not self.line:
+            return []
+        tokens = re.findall(r"[A-Za-z_][\w.]*", self.line)
+        out = []
+        for name, t in self.candidates:
+            if keep(t) and any(tok == name or tok.startswith(name + ".") for tok in tokens):
+                out.append((name, t))
+        return out
+
+    def name_of(self, t: torch.Tensor) -> str | None:
+        for name, c in self.candidates:
+            if c is t:
+                return name
+        return None
+
+    def close(self) -> None:
+        self.candidates.clear()
+        self.root.clear()
+        self.frame = None
+
+
+def short(message: str) -> str:
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def root_graph(g: Graph | None, ctx: Context) -> Graph | None:
+    """The given graph, else a snapshot of the failed backward's root (named after the user's variables)."""
+    if g is not None:
+        return g
+    if ctx.root:
+        names = {n: t for n, t in ctx.candidates if any(t is r for r in ctx.root) or t.grad_fn is not None or t.requires_grad}
+        return snapshot(*ctx.root, names=names)
+    return None
+
+
+def root_label(g: Graph | None, ctx: Context) -> str:
+    if ctx.root:
+        n = ctx.name_of(ctx.root[0])
+        if n:
+            return n
+    if g is not None and g.roots:
+        return " and ".join(r.label for r in g.roots)
+    return "the output"
+
+
+def on_graph(g: Graph, tensor: torch.Tensor | None) -> str | None:
+    return find_live(g, tensor) if tensor is not None else None
+
+
