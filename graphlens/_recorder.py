@@ -498,7 +498,7 @@ class Recorder:
         else:
             op = self.new_op(None, forward, region, scope=self.scope())
             orec = self.ops[op]
-            if region is None and any(self.tensors[i][_REQUIRES_GRAD] for i in in_ids):
+            if any(self.tensors[i][_REQUIRES_GRAD] for i in in_ids):
                 self.note_where(op, ins)  # the gradient path stops here: say exactly where
         orec[_INS] = in_ids
         orec[_LASTI] = lasti

@@ -159,7 +159,7 @@ class Trace:
             finally:
                 rec.frame = None
                 self._exited = True
-        if self._explain_errors and isinstance(exc, RuntimeError):
+        if self._explain_errors and isinstance(exc, (RuntimeError, TypeError, AttributeError)):
             self._add_explanation(exc)
         return False
 
@@ -169,7 +169,10 @@ class Trace:
         if _error_explainer is None:
             return
         try:
-            text = str(_error_explainer(exc, self))
+            explanation = _error_explainer(exc, self)
+            if not isinstance(exc, RuntimeError) and "unknown_error" in getattr(explanation, "reasons", ("unknown_error",)):
+                return  # a Python error graphlens has nothing to say about: no note
+            text = str(explanation)
         except Exception:  # noqa: BLE001 - explaining must never hide the user's error
             return
         if not text:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import re
 from collections import deque
 from types import FrameType
 from typing import NamedTuple
@@ -11,7 +12,7 @@ from typing import NamedTuple
 from .facts import region_kind
 from .paths import PathView
 
-__all__ = ["Cut", "traced_cut", "traced_cut_between", "code_cut", "cut_fix", "INTEGER_DTYPE_NAMES"]
+__all__ = ["Cut", "traced_cut", "traced_cut_between", "code_cut", "cut_fix", "rebinding", "rebind_fix", "INTEGER_DTYPE_NAMES"]
 
 #: dtype names of the records that can never carry a gradient.
 INTEGER_DTYPE_NAMES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "uint16", "uint32", "uint64"})
@@ -73,6 +74,15 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
     at = f" at {where}" if where else ""
     if op.region is not None and op.name is None:
         made = f" made {view.label(out_id)}" if out_id else ""
+        lhs = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", op.code or "")
+        target = (out.name if out is not None and out.name else None) or (lhs.group(1) if lhs else None)
+        same = [i for i in ins if target is not None and view.t(i).name == target]
+        if same:  # w = w - lr * w.grad inside no_grad: the name now holds a new leaf
+            text = (
+                f"{op.forward}{at} rebound {target} to a new tensor made inside torch.{region_kind(op.region)}(): a leaf "
+                f"that does not require grad, no longer the {target} that requires grad."
+            )
+            return Cut("rebound_leaf", op.forward, op_id, target, op.line, op.code, text, tuple(path))
         text = (
             f"On the way, {op.forward or 'an operation'}{at}{made} inside torch.{region_kind(op.region)}(), which "
             f"records no graph, so the gradient path from {src} stops there."
@@ -299,7 +309,7 @@ def _scope_of(tree: ast.AST, lineno: int) -> ast.AST:
     return best
 
 
-def code_cut(frame: FrameType | None, lineno: int | None, root: str | None) -> Cut | None:
+def code_cut(frame: FrameType | None, lineno: int | None, root: str | None, live: dict | None = None) -> Cut | None:
     """A lead read from the source of ``frame``'s function: following the variables ``root``
     was assigned from (before ``lineno``), the closest call whose result carries no gradient
     (argmax, ``.long()``, a comparison, ``.item()``, ``torch.tensor(...)``, ``.detach()``).
@@ -331,6 +341,18 @@ def code_cut(frame: FrameType | None, lineno: int | None, root: str | None) -> C
         if var in seen:
             continue
         seen.add(var)
+        t = (live or {}).get(var)
+        if t is not None and getattr(t, "is_leaf", False) and not t.requires_grad:
+            # A leaf that does not require grad now: was it rebound in a loop (w = w - lr * w.grad)?
+            found = rebinding(frame, var)
+            if found and found[2]:
+                ln, text_line, _ = found
+                text = (
+                    f"graphlens read your code: line {ln} ({text_line}) rebinds {var} to a new tensor made inside "
+                    f"torch.no_grad(), a leaf that does not require grad (as {var} is now), no longer the tensor "
+                    f"created with requires_grad=True" + (f"; {root} is computed from {var}" if var != root else "") + "."
+                )
+                return Cut("rebound_leaf", "no_grad", None, var, ln, text_line, text, (), known=False)
         earlier = [(ln, value) for ln, value in assigns.get(var, ()) if ln < before and value is not None]
         if not earlier:
             continue
@@ -387,4 +409,54 @@ def cut_fix(cut, root: str | None) -> str:
         )
     if cut.kind == "cut_by_detach":
         return f"Remove the detach() (or .data) on the way to {loss} if the gradient should flow back through it."
+    if cut.kind == "rebound_leaf":
+        return rebind_fix(cut.tensor or "w")
     return f"Move the computation of {loss} out of the torch.no_grad() block."
+
+
+def _in_no_grad(tree: ast.AST, node: ast.AST) -> bool:
+    """Whether ``node`` sits inside a ``with torch.no_grad():`` (or inference_mode) block of ``tree``."""
+    for w in ast.walk(tree):
+        if isinstance(w, (ast.With, ast.AsyncWith)) and any(
+            "no_grad" in ast.unparse(i.context_expr) or "inference_mode" in ast.unparse(i.context_expr) for i in w.items
+        ):
+            if any(sub is node for stmt in w.body for sub in ast.walk(stmt)):
+                return True
+    return False
+
+
+def rebinding(frame: FrameType | None, name: str | None, before: int | None = None) -> tuple[int, str, bool] | None:
+    """``(line, code, in_no_grad)`` of a hand-written update that rebinds ``name`` to a new
+    tensor computed from itself and its gradient (``w = w - lr * w.grad``), read from the
+    source of ``frame``'s function (the last one before line ``before``), or None."""
+    if frame is None or not name or not name.isidentifier():
+        return None
+    lines = linecache.getlines(frame.f_code.co_filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    here = before or frame.f_lineno
+    scope = _scope_of(tree, here)
+    found = []
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.Assign):
+            continue
+        if not any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            continue
+        uses = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Name) and sub.id == name]
+        grads = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Attribute) and sub.attr == "grad"]
+        if uses and grads:
+            found.append((node.lineno, _strip_comment(lines[node.lineno - 1]), _in_no_grad(scope, node)))
+    # The last one that ran before this line; else one later in the function (a loop runs it first).
+    earlier = [f for f in found if f[0] < here]
+    return max(earlier) if earlier else (max(found) if found else None)
+
+
+def rebind_fix(name: str) -> str:
+    """How to update a leaf by hand so that it stays the leaf."""
+    return (
+        f"Update {name} in place without recording a graph, so that {name} stays the same leaf: "
+        f"with torch.no_grad(): {name} -= lr * {name}.grad, then {name}.grad = None (or {name}.grad.zero_()); "
+        f"or let an optimizer do it (torch.optim.SGD([{name}], lr=lr).step())."
+    )

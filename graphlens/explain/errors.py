@@ -13,6 +13,7 @@ from .context import Context, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live
+from .mistakes import HANDLERS as MISTAKE_HANDLERS, PATTERNS as MISTAKES
 from .paths import PathView
 from .types import ERROR_REASONS, Explanation
 
@@ -34,7 +35,7 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
     ),
     ("inplace_leaf", re.compile(r"a (?P<view>view of a )?leaf Variable that requires grad is being used in an in-place operation")),
     ("requires_grad_nonleaf", re.compile(r"you can only change requires_grad flags of leaf variables")),
-    ("requires_grad_dtype", re.compile(r"only Tensors of floating point (?:and complex )?dtype can require gradients")),
+    ("requires_grad_dtype", re.compile(r"only Tensors of floating point (?:and complex )?dtype can require gradients", re.I)),
     ("retain_grad_no_requires_grad", re.compile(r"can't retain_grad on Tensor that has requires_grad=False")),
     ("nonscalar_backward", re.compile(r"grad can be implicitly created only for scalar outputs")),
     ("no_grad_fn", re.compile(r"element (?P<index>\d+) of tensors does not require grad and does not have a grad_fn")),
@@ -110,10 +111,16 @@ def _explain_error(exc: Any, message: str, graph_or_trace, caller: FrameType | N
         if match:
             code = c
             break
+    else:
+        for c, kinds, pattern in MISTAKES:
+            match = pattern.search(message) if isinstance(exc, kinds) or not isinstance(exc, BaseException) else None
+            if match:
+                code = c
+                break
     g, trace = _graph_of(graph_or_trace)
     ctx = Context(exc if isinstance(exc, BaseException) else None, caller)
     try:
-        handler = _HANDLERS.get(code, _unknown)
+        handler = _HANDLERS.get(code) or MISTAKE_HANDLERS.get(code, _unknown)
         return handler(message, match, g, trace, ctx)
     finally:
         ctx.close()
@@ -242,7 +249,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
             if cut is None and node.op is not None and view.o(node.op).name is None:
                 sentences.append("None of the tensors it was computed from required grad.")
     if cut is None:  # what the graph does not show, the code may: a lead, said as one
-        cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line))
+        cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
     if cut is not None:
         reasons.append(cut.kind)
         sentences.append(cut.text)

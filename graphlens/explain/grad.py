@@ -14,7 +14,7 @@ from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
 from ..snapshot import snapshot
-from .cuts import code_cut, cut_fix as _cut_fix, traced_cut_between
+from .cuts import Cut, code_cut, cut_fix as _cut_fix, rebind_fix, rebinding, traced_cut_between
 from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved_is_freed
 from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
 from .paths import PathView
@@ -188,6 +188,9 @@ def _explain_live(
                 hints["code_cut"] = code_cut(frame, frame.f_lineno, root_var)
             hints["sinks"] = [n for n, _ in sinks]
             extra = [t for _, t in sinks]
+        if frame is not None and not tensor.is_leaf:
+            own = next((n for n, t in candidates if t is tensor), None)
+            hints["rebind"] = rebinding(frame, own)
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
         g = _snapshot_for(roots, tensor, extra, names=names)
         view = PathView(g)
@@ -367,6 +370,21 @@ def analyse(
         )
         fix = f"Pass the loss: graphlens.explain({name}, loss)."
         path = [tid] if tid else []
+    elif not is_leaf and not retains and _rebound(view, tid, node, hints):
+        # w = w - lr * w.grad outside no_grad: the name now holds a non-leaf made from the old leaf.
+        ln, code = _rebound(view, tid, node, hints)
+        reasons += ["rebound_leaf", "nonleaf_not_retained"]
+        where = f"line {ln} ({code})" if ln else "a hand-written update"
+        sentences.append(
+            f"{who}.grad {stays} because {where} rebound {name} to a new tensor computed from the leaf {name} was "
+            f"until then: a non-leaf, whose gradient PyTorch does not keep."
+        )
+        sentences.append(f"The gradient goes to that earlier leaf, which no variable names any more.")
+        leaves = view.leaves_below(tid)
+        path = [tid] + leaves[:1]
+        edges = view.highlight_edges(view.with_acc(path))
+        fix = rebind_fix(name)
+        found_cut = Cut("rebound_leaf", None, tid, name, ln, code, sentences[-2], tuple(path))
     elif not reachable:
         reasons.append("not_reachable")
         sentences.append(f"{who}.grad {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
@@ -540,6 +558,21 @@ def analyse(
         lineno=found_cut.line if found_cut else None,
         cause=found_cut.node if found_cut else None,
     )
+
+
+def _rebound(view: PathView, tid: str | None, node, hints) -> tuple[int | None, str | None] | None:
+    """``(line, code)`` when the tensor's name was rebound to a value computed from the tensor
+    it named before (``w = w - lr * w.grad``): seen in a trace (the producing call's input
+    has the same name), or read from the caller's code (``hints["rebind"]``)."""
+    found = hints.get("rebind")
+    if found and not found[2]:
+        return found[0], found[1]
+    if node is None or node.name is None or node.op is None or view.g.source != "trace":
+        return None
+    op = view.o(node.op)
+    if any(view.t(i).name == node.name and view.t(i).is_leaf for i in view.adj.inputs.get(node.op, ())):
+        return op.line, op.code
+    return None
 
 
 def _in_optimizer(optimizer, live, node) -> bool:

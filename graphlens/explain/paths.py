@@ -144,15 +144,21 @@ class PathView:
         return out
 
     def label(self, id: str) -> str:
+        """What an explanation calls a node: a tensor's name (with its id when several
+        tensors of the graph had that name: a rebound variable), else ``an unnamed tensor (t3)``."""
         node = self.g.node(id)
         if isinstance(node, TensorNode):
-            return node.name or f"an unnamed tensor ({id})"
+            if node.name is None:
+                return f"an unnamed tensor ({id})"
+            if len(self.g.find_all(node.name)) > 1:
+                return f"{node.name} ({id})"
+            return node.name
         return node.label
 
     def chain(self, path: Sequence[str]) -> str:
-        """The backward node names along a path: ``SumBackward0 -> MulBackward0``."""
+        """The backward node names along a path: ``SumBackward0 -> MulBackward0`` (or ``directly``)."""
         names = [self.o(p).label for p in path if p.startswith("op")]
-        return " -> ".join(names)
+        return " -> ".join(names) or "directly"
 
     def with_acc(self, path: list[str]) -> list[str]:
         """Fill a backward path in for both diagram views: the tensor between two ops joined by
