@@ -105,7 +105,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             scope = r[_SCOPE]
             op = r[_OP]
             detached = r[_DETACHED_FROM]
-            name = tnames.get(i)
+            name = tnames.get(i) or rec.inner_names.get(i)
             m = factory.get(i)
             where = factory_lines.get(i, (None, None))
             extra = dict(
@@ -120,6 +120,11 @@ def _freeze(rec: Recorder, names, module) -> Graph:
                 if scope is None and param_scopes:
                     scope = param_scopes.get(id(t))
                 node = tensor_node(t, tid, name, output_nr=r[_OUTPUT_NR], max_elements=limit, scope=scope, **extra)
+                made = r[_HEAD]
+                if made is not None and (r[_VERSION] != node.version or (node.value is not None and made[3] != node.value.head)):
+                    # Changed since it was used (in place through an alias: d = t.detach(); d += 1, or t.data):
+                    # the record shows the value the ops that used it saw.
+                    node = node._replace(value=make_summary(made))
                 refs[tid] = refs_[i]
             else:
                 made = r[_HEAD]

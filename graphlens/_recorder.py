@@ -31,7 +31,8 @@ _tuple_new = tuple.__new__
 
 #: What a recorded call is, by the function torch hands the mode (cached per function).
 PLAIN, DETACH = 0, 1
-_DETACHES = {_Tensor.detach, _Tensor.detach_, _Tensor.data.__get__}  # type: ignore[attr-defined]
+_DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
+_DETACHES = {_Tensor.detach, _Tensor.detach_, _DATA_GET}
 
 # A tensor record is one immutable tuple of plain values (indexes below), so the garbage
 # collector stops tracking it at its first pass: a trace of many small ops must not fill
@@ -171,6 +172,7 @@ class Recorder:
         self.calls: list[int] = []  # ops in the order they were called (forward)
         self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
+        self.inner_names: dict[int, str] = {}  # record -> its name in that frame
         self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
         self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
         self.volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
@@ -244,13 +246,19 @@ class Recorder:
         self.by_id[key] = i
         return i
 
-    def input(self, t: _Tensor) -> int:
-        """The record of an input tensor, made now if the tensor came from outside."""
+    def input(self, t: _Tensor, *, versions: bool = True) -> int:
+        """The record of an input tensor, made now if the tensor came from outside.  With
+        ``versions``, a tensor changed since its record (through an alias) gets a new one;
+        not for the inputs a call changed itself (its in-place output)."""
         i = self.by_id.get(id(t))
         if i is not None:
             rec = self.tensors[i]
             if self.refs[i]() is t:
                 op = rec[_OP]
+                if versions and rec[_VERSION] != version_of(t) and rec[_REQUIRES_GRAD] and rec[_VERSION] >= 0:
+                    # Changed in place through an alias since it was recorded (d = t.detach();
+                    # d += 1 shares t's version counter): a new version, with the value used now.
+                    return self.new_tensor(t, op, rec[_OUTPUT_NR], None, None)
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
                 return self.adopted(t, i) if version_of(t) == rec[_VERSION] else i
@@ -390,8 +398,9 @@ class Recorder:
                     return self.record_any(func, kind, args, kwargs, out)
                 r = recs[i]
                 # (a record that does not require grad stays right while the tensor does
-                # not either; record_any handles the rest, e.g. requires_grad_() since)
-                if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad):
+                # not either; record_any handles the rest, e.g. requires_grad_() since, or a
+                # new version made through an alias: d = a.detach(); d += 1)
+                if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or a._version != r[_VERSION]:
                     return self.record_any(func, kind, args, kwargs, out)
                 ins.append(i)
             elif isinstance(a, (_Tensor, list, tuple, dict)):
@@ -461,10 +470,12 @@ class Recorder:
         region = self.region_now()
         if kind == DETACH:
             src = self.input(ins[0]) if ins else None
+            how = ("data" if func == _DATA_GET else "detach", lasti)
             for t in outs:
-                self.new_tensor(t, None, 0, src, region)
+                self.made[self.new_tensor(t, None, 0, src, region)] = how
             return
-        in_ids = tuple([self.input(t) for t in ins])
+        out_ids = {id(t) for t in outs}
+        in_ids = tuple([self.input(t, versions=id(t) not in out_ids) for t in ins])
         # An op that hands back one of its inputs unchanged (requires_grad_(), .to() of the
         # same dtype, ...) makes no new tensor; an in-place op makes a new version.
         fresh = []
@@ -537,11 +548,11 @@ class Recorder:
         called, and the names that frame gives its inputs."""
         frame = user_frame(2)
         try:
-            if frame is None or frame is self.frame:
-                return
+            if frame is None or frame is self.frame or frame.f_code.co_filename.startswith("<eval_with_key"):
+                return  # (the block's own frame is read anyway; code torch.compile generated is not the user's)
             lineno = frame.f_lineno
             self.where[j] = (lineno, source_line(frame.f_code.co_filename, lineno))
-            names = self.tnames
+            names = self.inner_names  # (the block's own names win: see freeze)
             for name, t in frame_candidates(frame, with_globals=False):
                 i = self.index_of(t)
                 if i is not None and i not in names and any(t is x for x in ins):

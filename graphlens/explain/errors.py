@@ -181,11 +181,28 @@ def _requires_grad_nonleaf(message, match, g, trace, ctx) -> Explanation:
 def _requires_grad_dtype(message, match, g, trace, ctx) -> Explanation:
     name, tid = _named_in_line(ctx, g, lambda t: t.dtype in INTEGER_DTYPES, lambda r: r.dtype in ("int64", "int32", "bool"))
     who = name or "the tensor"
+    sentences = [f"{who} has an integer or bool dtype; only floating point and complex tensors can require grad."]
+    # Integer results of the model (argmax indices): a float copy that requires grad would be a new
+    # leaf cut from the model, the very mistake; say so instead of offering that copy.
+    cut = code_cut(ctx.frame, ctx.lineno, name) if name else None
+    if cut is not None and cut.kind == "cut_by_integer_op":
+        sentences.append(
+            f"{who} holds integer results ({cut.op} at line {cut.line}: {cut.code}): no gradient passes them, and "
+            f"{who}.float().requires_grad_() would only make a new leaf, cut from the model that computed them."
+        )
+        fix = (
+            f"Compute the loss from the scores before {cut.op} (the values, probabilities or logits), or use a "
+            f"differentiable relaxation (softmax weights, a soft-argmax) if you need the position itself."
+        )
+        return Explanation(
+            ["requires_grad_dtype", "cut_by_integer_op"], sentences, tensor_name=name, tensor_id=tid, graph=g,
+            path=[tid] if tid else (), message=message, fix=fix, op=cut.op, line=cut.code, lineno=cut.line,
+        )
     return Explanation(
-        ["requires_grad_dtype"],
-        [f"{who} has an integer or bool dtype; only floating point and complex tensors can require grad."],
+        ["requires_grad_dtype"], sentences,
         tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
-        fix=f"Convert it first: {name or 'x'} = {name or 'x'}.float().requires_grad_(), or create it with a float dtype.",
+        fix=f"Create it with a float dtype (torch.tensor([1.0]) rather than [1]), or convert data that needs a "
+        f"gradient first: {name or 'x'} = {name or 'x'}.float().requires_grad_().",
     )
 
 
@@ -280,6 +297,21 @@ def _receiver(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _inference_saved(message, match, g, trace, ctx) -> Explanation:
+    found = ctx.in_line(lambda t: t.is_inference())
+    name = found[0][0] if found else None
+    who = name or "a tensor made inside torch.inference_mode()"
+    made = " (made inside torch.inference_mode())" if name else ""
+    return Explanation(
+        ["inference_tensor_saved"],
+        [f"{who}{made} was used in a computation whose gradient is needed; such tensors can never be saved for backward."
+         + (f" The failing line: {ctx.line}." if ctx.line else "")],
+        tensor_name=name, graph=g, message=message, line=ctx.line or None, lineno=ctx.lineno,
+        fix=f"Make {name or 'it'} under torch.no_grad() instead of inference_mode() if autograd uses it later, or use "
+        f"{name or 'x'}.clone() outside inference_mode().",
+    )
+
+
 def _simple(code: str, sentence: str, fix: str):
     def handler(message, match, g, trace, ctx) -> Explanation:
         groups = match.groupdict() if match else {}
@@ -310,14 +342,10 @@ _HANDLERS = {
         "view_inplace_multi_output",
         "Output {nr} of {op} is one of several views that one function returned, and it was changed in place; "
         "PyTorch cannot track such a change for gradients.",
-        "Clone the view before changing it (a = a.clone()), or use an out-of-place operation.",
+        "Change a copy instead of the view (v = v.clone() before the in-place call, or an out-of-place op such as "
+        "v * 2 in place of v.mul_(2)), or split with indexing that returns one view at a time.",
     ),
-    "inference_tensor_saved": _simple(
-        "inference_tensor_saved",
-        "A tensor made inside torch.inference_mode() was used in a computation whose gradient is needed; "
-        "such tensors can never be saved for backward.",
-        "Use torch.no_grad() instead of inference_mode() for tensors you later use with autograd, or clone() them outside it.",
-    ),
+    "inference_tensor_saved": _inference_saved,
     "unused_input": _simple(
         "unused_input",
         "torch.autograd.grad was asked for the gradient of input {index}, but the output does not depend on it.",

@@ -223,16 +223,78 @@ def _grad_already_there(tensor: torch.Tensor, candidates: list, names, precision
     g = snapshot(tensor, names={who: tensor})
     tid = g.roots[0].id
     sentences = [
-        f"{who}.grad is set: {value.format(precision)}.",
+        f"{who + '.grad' if name else 'its .grad'} is set: {value.format(precision)}.",
         f"It holds the sum of the gradients of every backward pass that reached {who} since its "
         "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
     ]
     fix = (
-        f"If {who}.grad is larger than you expect (doubled, say), an earlier backward added to it: call "
-        f"optimizer.zero_grad() (or set {who}.grad = None) before each backward. Pass the loss as root, "
+        f"If {who + '.grad' if name else 'the gradient'} is larger than you expect (doubled, say), an earlier backward "
+        f"added to it: call optimizer.zero_grad() (or set .grad = None) before each backward. Pass the loss as root, "
         f"explain({who}, loss), to see the path the gradient takes."
     )
-    return Explanation(("grad_ok",), sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
+    reasons = ["grad_ok"]
+    hooks = _hooks_of(tensor)
+    if hooks:
+        reasons.append("hook_changed_grad")
+        sentences[1:] = [_hook_sentence(who, hooks)]
+        fix = _hook_fix(who, hooks)
+    return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
+
+
+def _changed_untracked(view: PathView, path: list[str]) -> tuple[str, str, list[str]] | None:
+    """A tensor on the gradient's path whose values changed since it was made while its
+    version did not: a change through ``.data`` (or another alias autograd does not track).
+    Backward then computes with the changed values, silently."""
+    for tid in path:
+        if not tid.startswith("t"):
+            continue
+        node = view.t(tid)
+        live = view.g.tensor(tid)
+        if live is None or node.value is None or not node.value.head:
+            continue
+        now = summarize(live)
+        if now is None or now.head == node.value.head or node.version != node_version(live):
+            continue
+        alias = [t for t in view.g.tensors if t.detached_from == tid and t.made_by == "data"]
+        via = f" through {view.label(alias[0].id)} = {view.label(tid)}.data" if alias else " through an alias autograd does not track (.data)"
+        text = (
+            f"{view.label(tid)} was changed{via} after it was made: its values are now {now.format()} where the graph "
+            f"computed {node.value.format()}, but its version did not change, so backward used the changed values "
+            f"without an error: the gradient is computed from them and is silently wrong."
+        )
+        fix = (
+            f"Do not change {view.label(tid)} through .data while its graph is needed: use .detach() (backward then "
+            f"raises instead of computing a wrong gradient) or clone() it, and change the copy."
+        )
+        return text, fix, [a.id for a in alias] + [tid]
+    return None
+
+
+def node_version(t: torch.Tensor) -> int:
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return -1
+
+
+def _hooks_of(t: torch.Tensor) -> list[str]:
+    """The names of the hooks registered on ``t`` with ``register_hook`` (read, never run)."""
+    hooks = getattr(t, "_backward_hooks", None) or {}
+    return [getattr(h, "__qualname__", None) or getattr(h, "__name__", None) or type(h).__name__ for h in hooks.values()]
+
+
+def _hook_sentence(who: str, hooks: list[str]) -> str:
+    return (
+        f"{who} has {len(hooks)} hook(s) registered with register_hook ({', '.join(hooks[:3])}): a hook that returns a "
+        f"tensor replaces the gradient, so {who}.grad may be what the hook made of it rather than what backward computed."
+    )
+
+
+def _hook_fix(who: str, hooks: list[str]) -> str:
+    return (
+        f"Check what {hooks[0]} returns: return None (or the gradient unchanged) to leave it alone; remove the hook "
+        f"with the handle register_hook gave back (handle.remove()) when it is no longer wanted."
+    )
 
 
 def _snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:
@@ -258,7 +320,8 @@ def analyse(
     g = view.g
     node = view.t(tid) if tid is not None else None
     name = (node.name if node is not None else None) or "the tensor"
-    who = name if node is None or node.name else f"the tensor {tid}"
+    who = name if node is None or node.name else f"the unnamed tensor {tid}"
+    grad_of = f"{who}.grad" if node is not None and node.name else f"the .grad of {who}"
     if live is not None:
         is_leaf, requires_grad, retains = live.is_leaf, live.requires_grad, bool(live.retains_grad)
         has_grad = hints.get("grad") if "grad" in hints else (live.grad is not None if (is_leaf or retains) else False)
@@ -292,9 +355,25 @@ def analyse(
         reach_path = reach_path + [tid]
     reach_path = view.with_acc(reach_path)
 
-    if not requires_grad:
+    if not requires_grad and has_grad:
+        # Frozen after it got a gradient: .grad still holds it (zeros, after zero_grad(set_to_none=False)).
         reasons.append("requires_grad_false")
-        sentences.append(f"{who}.grad {will} because {who} does not require grad, so no gradient is computed for it.")
+        shown = grad_text(node, precision) if node is not None else None
+        sentences.append(
+            f"{who} does not require grad, so backward computes no gradient for it; but {grad_of} is not None: it still "
+            f"holds {shown or 'a tensor'} from before it was frozen."
+        )
+        fix = f"Set {name}.grad = None after freezing it."
+        if optimizer is not None and _in_optimizer(optimizer, live, node):
+            reasons.append("frozen_in_optimizer")
+            sentences.append(
+                f"{who} is still one of the optimizer's parameters, and optimizer.step() updates every parameter whose "
+                f".grad is not None: with momentum or weight decay, {who} keeps moving although it is frozen."
+            )
+            fix = f"Set {name}.grad = None after freezing it (zero_grad() does that by default), or leave {name} out of the optimizer."
+    elif not requires_grad:
+        reasons.append("requires_grad_false")
+        sentences.append(f"{grad_of} {will} because {who} does not require grad, so no gradient is computed for it.")
         if dtype in INTEGER_DTYPES:
             reasons.append("integer_dtype")
             sentences.append(f"It has dtype {dtype_name(dtype)}, and only floating point or complex tensors can require grad.")
@@ -346,7 +425,7 @@ def analyse(
         named = [view.label(l) for l in leaves]
         kind = "a view" if node is not None and node.is_view else "computed"
         sentences.append(
-            f"{who}.grad is None, whatever backward runs, because {who} is not a leaf: it is {kind} "
+            f"{grad_of} is None, whatever backward runs, because {who} is not a leaf: it is {kind} "
             + (f"of {named[0]}" if kind == "a view" and len(named) == 1 else f"by {op}")
             + " and did not call retain_grad()."
         )
@@ -376,7 +455,7 @@ def analyse(
         reasons += ["rebound_leaf", "nonleaf_not_retained"]
         where = f"line {ln} ({code})" if ln else "a hand-written update"
         sentences.append(
-            f"{who}.grad {stays} because {where} rebound {name} to a new tensor computed from the leaf {name} was "
+            f"{grad_of} {stays} because {where} rebound {name} to a new tensor computed from the leaf {name} was "
             f"until then: a non-leaf, whose gradient PyTorch does not keep."
         )
         sentences.append(f"The gradient goes to that earlier leaf, which no variable names any more.")
@@ -387,7 +466,7 @@ def analyse(
         found_cut = Cut("rebound_leaf", None, tid, name, ln, code, sentences[-2], tuple(path))
     elif not reachable:
         reasons.append("not_reachable")
-        sentences.append(f"{who}.grad {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
+        sentences.append(f"{grad_of} {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
         cut = traced_cut_between(view, tid, roots) if tid is not None and g.source == "trace" else None
         if cut is None and not hints.get("detached"):  # (a detached copy in memory is evidence; code is a lead)
             cut = hints.get("code_cut")
@@ -449,7 +528,7 @@ def analyse(
             is_to = any(p.startswith("op") and (view.o(p).name or "").startswith("ToCopyBackward") for p in cpath)
             how = "a copy made by .to(), .double(), .float() or .cuda()" if is_to else f"the output of {kind or 'an operation'}"
             sentences.append(
-                f"{who}.grad {stays} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
+                f"{grad_of} {stays} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
                 f"you have no variable for (the leaf made by requires_grad=True was never stored)."
             )
             sentences.append(
@@ -468,7 +547,7 @@ def analyse(
             reasons.append("nonleaf_not_retained")
             op = view.o(node.op).label if node is not None and node.op else "an operation"
             sentences.append(
-                f"{who}.grad {stays} because {who} is not a leaf (it was computed by {op}) and did not call retain_grad()."
+                f"{grad_of} {stays} because {who} is not a leaf (it was computed by {op}) and did not call retain_grad()."
             )
             sentences.append(
                 f"The gradient does flow through {who} on its way to the leaves, but PyTorch keeps .grad only on leaves."
@@ -484,8 +563,19 @@ def analyse(
             reasons.append("grad_ok")
             value = f" ({shown})" if shown else ""
             sentences.append(
-                f"{who}.grad is set{value}: {who} is {what}, and {root_name} reaches it through {chain}."
+                f"{grad_of} is set{value}: {who} is {what}, and {root_name} reaches it through {chain}."
             )
+            changed = _changed_untracked(view, reach_path) if g.source == "trace" else None
+            if changed is not None:
+                reasons.append("modified_through_data")
+                sentences.append(changed[0])
+                fix = changed[1]
+                path = list(path) + [p for p in changed[2] if p not in path]
+            hooks = _hooks_of(live) if live is not None else []
+            if hooks:
+                reasons.append("hook_changed_grad")
+                sentences.append(_hook_sentence(name, hooks))
+                fix = _hook_fix(name, hooks)
             if ran is None:
                 sentences.append(
                     f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
@@ -498,7 +588,7 @@ def analyse(
             if is_leaf:
                 reasons.append("zero_grad_set_none")
                 sentences.append(
-                    f"{who}.grad is None although {who} is {what}, {root_name} reaches it through {chain}, "
+                    f"{grad_of} is None although {who} is {what}, {root_name} reaches it through {chain}, "
                     f"and backward already ran ("
                     + ("a gradient flowed into it" if node_flowed else "its graph's saved tensors are freed")
                     + ")."
@@ -529,7 +619,7 @@ def analyse(
             reasons.append("backward_not_run")
             if ran is False:
                 sentences.append(
-                    f"{who}.grad is None for now because {backward} has not run yet; {who} is {what} and will get "
+                    f"{grad_of} is None for now because {backward} has not run yet; {who} is {what} and will get "
                     f"its gradient through {chain}."
                 )
             else:
