@@ -9,6 +9,7 @@ import shutil
 import sys
 from typing import Callable, Sequence, TextIO
 
+from .claims.registry import ARTICLE
 from .claims.status import STATUS, STATUSES
 
 __all__ = [
@@ -53,7 +54,7 @@ def add_check_command(subparsers: argparse._SubParsersAction) -> None:
         "check",
         help="check every claim of the article against the installed torch",
         description=(
-            "Run each claim of the article as a small torch program and print its verdict. "
+            f"Run each claim of the article \"{ARTICLE}\" as a small torch program and print its verdict. "
             "Exits 0 when every verdict is the one expected for this torch version, "
             f"{EXIT_DRIFT} when any drifts (the drifting claims are named)."
         ),
@@ -228,7 +229,7 @@ def add_tour_command(subparsers: argparse._SubParsersAction) -> None:
         "tour",
         help="write one HTML page with every claim of the article, its verdict, code and diagram",
         description=(
-            "Check every claim of the article against the installed torch, draw the article's charts, "
+            f"Check every claim of the article \"{ARTICLE}\" against the installed torch, draw the article's charts, "
             "and write one self-contained HTML page (inline SVG, no network, no JavaScript)."
         ),
     )

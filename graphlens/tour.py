@@ -13,6 +13,7 @@ import torch
 
 from . import __version__, claims
 from .charts import CHARTS
+from .claims.registry import ARTICLE
 from .claims.status import STATUS, STATUSES
 from .graph import Graph
 
@@ -173,8 +174,8 @@ def build_page(
 <body>
 <header>
 <h1>The autograd article, checked live</h1>
-<p class="sub">Every statement of the article on PyTorch's dynamic graph, run as a small real program on
-this machine's torch. Each verdict comes from what torch did just now, with the graph graphlens recorded.</p>
+<p class="sub">Every statement of the article <cite>{_esc(ARTICLE)}</cite> (on PyTorch's dynamic graph), in
+graphlens's own words, run as a small real program on this machine's torch. Each verdict comes from what torch did just now, with the graph graphlens recorded.</p>
 <p class="versions">{versions}</p>
 <div class="summary">{chips}</div>
 <p class="versions">{len(by_id)} claims · {html.escape(legend, quote=False)}</p>

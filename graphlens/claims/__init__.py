@@ -12,7 +12,7 @@ when the check itself broke, ``error``)::
 
 from .expected import Drift, drift, expected_range, expected_statuses
 from .registry import (
-    ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES, Claim, UnknownClaimError, Verdict,
+    ARTICLE, ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES, Claim, UnknownClaimError, Verdict,
     all, check, check_all, get, ids, run,
 )
 from .status import STATUS, Status
@@ -22,5 +22,5 @@ from .status import STATUS, Status
 __all__ = [
     "Claim", "Verdict", "UnknownClaimError", "Drift",
     "ids", "get", "check", "check_all", "run", "expected_statuses", "expected_range", "drift",
-    "STATUSES", "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR", "STATUS", "Status",
+    "STATUSES", "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR", "STATUS", "Status", "ARTICLE",
 ]

@@ -20,6 +20,9 @@ from ..graph import Graph
 from .status import ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES
 
 # ``all`` is public (graphlens.claims.all()) but left out of __all__ so that a star
+
+#: The article graphlens checks (its title, as published; the claims restate it in graphlens's own words).
+ARTICLE = "Understand dynamic calculation diagram, requires_grad, zero_grad"
 # import never shadows the builtin.
 __all__ = [
     "HOLDS", "NUANCED", "REFUTED", "ERRATUM", "ERROR", "STATUSES", "SECTIONS",
