@@ -236,6 +236,18 @@ def _edge_from(data: Mapping[str, Any]) -> Edge:
         raise ValueError(f"bad edge record {dict(data)!r}: {exc}") from None
 
 
+def _notes_from(data: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"notes must be an object from node id to a list of texts, not {type(data).__name__}")
+    out = {}
+    for k, v in data.items():
+        texts = [v] if isinstance(v, str) else v
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"notes[{k!r}] must be a list of texts, not {v!r}")
+        out[str(k)] = tuple(texts)
+    return out
+
+
 class Graph:
     """A captured autograd graph: tensors, ops, edges and the root tensors.
 
@@ -244,7 +256,7 @@ class Graph:
     the program's tensors alive.  Two graphs are equal when their records are equal.
     """
 
-    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_refs", "__weakref__")
+    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_refs", "_notes", "__weakref__")
 
     def __init__(
         self,
@@ -255,6 +267,7 @@ class Graph:
         *,
         source: str = "snapshot",
         refs: Mapping[str, weakref.ref] | None = None,
+        notes: Mapping[str, Any] | None = None,
     ) -> None:
         self._tensors: tuple[TensorNode, ...] = tuple(tensors)
         # ops and edges may be given as a zero-argument callable that builds them on first
@@ -266,6 +279,9 @@ class Graph:
         self._index: dict[str, TensorNode | OpNode] | None = None
         self._adj: Adjacency | None = None
         self._refs = dict(refs or {})
+        self._notes: dict[str, tuple[str, ...]] = {
+            k: (v,) if isinstance(v, str) else tuple(v) for k, v in (notes or {}).items()
+        }
 
     # -- the records ---------------------------------------------------------------
     @property
@@ -422,6 +438,50 @@ class Graph:
 
         return repr_mimebundle(self, include, exclude)
 
+    # -- notes ----------------------------------------------------------------------
+    @property
+    def notes(self) -> Mapping[str, tuple[str, ...]]:
+        """Short texts attached to nodes, by node id (several per node stack up); part of the
+        graph's value (equality, JSON) and drawn beside their node."""
+        return MappingProxyType(self._notes)
+
+    def annotate(self, notes: Mapping[str, Any]) -> "Graph":
+        """A new graph with ``notes`` added: ``{key: text or texts}``, the key a node id
+        (``t3``, ``op5``) or a name :meth:`find` knows (``"y1"``, ``"MulBackward0"``).
+
+        >>> import torch, graphlens as gl
+        >>> w = torch.tensor([1.0], requires_grad=True)
+        >>> g = gl.snapshot((w * 2).sum()).annotate({"w": "the weight"})
+        >>> g.notes[g.find("w").id]
+        ('the weight',)
+        """
+        if not isinstance(notes, Mapping):
+            raise TypeError(f"notes must be a dict from a node id or name to a text, not {type(notes).__name__}")
+        merged = {k: list(v) for k, v in self._notes.items()}
+        for key, text in notes.items():
+            node_id = self._note_target(key)
+            texts = [text] if isinstance(text, str) else list(text)
+            if not all(isinstance(t, str) for t in texts):
+                raise TypeError(f"notes[{key!r}] must be a str (or a list of them), not {type(text).__name__}")
+            merged.setdefault(node_id, []).extend(texts)
+        out = Graph(self._tensors, self.ops, self.edges, self._roots, source=self._source, refs=self._refs, notes=merged)
+        out._adj = self._adj
+        return out
+
+    def _note_target(self, key: Any) -> str:
+        if not isinstance(key, str):
+            raise TypeError(f"a note's key must be a node id or a name (a str), not {type(key).__name__}")
+        if key in self:
+            return key
+        try:
+            return self.find(key).id
+        except KeyError:
+            import difflib
+
+            known = sorted({t.name for t in self._tensors if t.name} | {o.label for o in self.ops})
+            close = difflib.get_close_matches(key, known, n=4) or known[:8]
+            raise KeyError(f"no node named {key!r} to annotate (close names: {close})") from None
+
     # -- value semantics ------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Graph):
@@ -432,10 +492,11 @@ class Graph:
             and self.edges == other.edges
             and self._roots == other._roots
             and self._source == other._source
+            and self._notes == other._notes
         )
 
     def __hash__(self) -> int:
-        return hash((self._tensors, self.ops, self.edges, self._roots, self._source))
+        return hash((self._tensors, self.ops, self.edges, self._roots, self._source, tuple(self._notes.items())))
 
     def __repr__(self) -> str:
         c = self.counts
@@ -476,6 +537,7 @@ class Graph:
             "tensors": [tensor(t) for t in self._tensors],
             "ops": [op(o) for o in self.ops],
             "edges": [e._asdict() for e in self.edges],
+            "notes": {k: list(v) for k, v in self._notes.items()},
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -505,6 +567,7 @@ class Graph:
             [_edge_from(e) for e in data.get("edges", ())],
             data.get("roots", ()),
             source=source,
+            notes=_notes_from(data.get("notes") or {}),
         )
         g._validate()
         return g
@@ -529,6 +592,9 @@ class Graph:
                 raise ValueError(f"tensor {t.id!r}: its op {t.op!r} names no op of the graph")
             if t.detached_from is not None and t.detached_from not in tensor_ids:
                 raise ValueError(f"tensor {t.id!r}: detached_from {t.detached_from!r} names no tensor of the graph")
+        for k in self._notes:
+            if k not in tensor_ids and k not in op_ids:
+                raise ValueError(f"a note is attached to {k!r}, which names no node of the graph")
         for o in self.ops:
             if o.variable is not None and o.variable not in tensor_ids:
                 raise ValueError(f"op {o.id!r}: its variable {o.variable!r} names no tensor of the graph")

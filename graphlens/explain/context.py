@@ -15,7 +15,7 @@ from ..names import frame_candidates
 from ..snapshot import snapshot
 from .live import find_live
 
-__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph"]
+__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op"]
 
 TENSOR_TYPES = {
     "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
@@ -113,3 +113,25 @@ def on_graph(g: Graph, tensor: torch.Tensor | None) -> str | None:
     return find_live(g, tensor) if tensor is not None else None
 
 
+_AUGMENTED = {"+=": "add_", "-=": "sub_", "*=": "mul_", "/=": "div_", "@=": "matmul_", "**=": "pow_"}
+
+
+def line_op(line: str | None) -> tuple[str | None, str | None]:
+    """``(op, target)`` of the in-place operation a source line performs, read from its text:
+    ``x.mul_(2)`` gives ``("mul_", "x")``, ``w[0] -= 1`` gives ``("sub_", "w[0]")``,
+    ``a[i] = v`` gives ``("__setitem__", "a")``, ``torch.add(a, b, out=c)`` gives ``("add", "c")``."""
+    if not line:
+        return None, None
+    m = re.search(r"([A-Za-z_][\w.]*(?:\[[^\]]*\])*)\.(\w+_)\(", line)
+    if m:
+        return m.group(2), m.group(1)
+    m = re.match(r"\s*([A-Za-z_][\w.]*(?:\[[^\]]*\])*)\s*(\*\*=|[-+*/@]=)", line)
+    if m:
+        return _AUGMENTED[m.group(2)], m.group(1)
+    m = re.match(r"\s*([A-Za-z_][\w.]*)\[[^\]]*\]\s*=(?!=)", line)
+    if m:
+        return "__setitem__", m.group(1)
+    m = re.search(r"(?:torch\.)?(\w+)\([^()]*\bout\s*=\s*([A-Za-z_][\w.]*)", line)
+    if m:
+        return m.group(1), m.group(2)
+    return None, None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
-from .context import Context, on_graph, root_graph, short
+from .context import Context, line_op, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live
@@ -158,8 +158,10 @@ def _inplace_leaf(message, match, g, trace, ctx) -> Explanation:
     ]
     if ctx.line:
         sentences.append(f"The failing line: {ctx.line}")
+    op, _ = line_op(ctx.line)
     return Explanation(
         ["inplace_leaf"], sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
+        op=op, line=ctx.line or None, lineno=ctx.lineno,
         fix=f"To update a parameter, do it inside `with torch.no_grad():`; to compute something new, use an "
         f"out-of-place operation ({name or 'w'} + 1) or work on {name or 'w'}.clone().",
     )
@@ -172,8 +174,13 @@ def _requires_grad_nonleaf(message, match, g, trace, ctx) -> Explanation:
         f"The requires_grad flag of {who} was changed, but {who} is not a leaf: it was computed from tensors that "
         f"require grad, and only a leaf's flag can be set."
     ]
+    t = dict(ctx.candidates).get(name) if name else None
+    made = type(t.grad_fn).__name__ if t is not None and t.grad_fn is not None else None
+    if made:
+        sentences.append(f"{who} was made by {made}.")
     return Explanation(
         ["requires_grad_nonleaf"], sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
+        op=made, line=ctx.line or None, lineno=ctx.lineno,
         fix=f"Use {name or 'y'}.detach() for a copy without gradient, or set requires_grad on the leaves it comes from.",
     )
 
@@ -201,6 +208,7 @@ def _requires_grad_dtype(message, match, g, trace, ctx) -> Explanation:
     return Explanation(
         ["requires_grad_dtype"], sentences,
         tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
+        line=ctx.line or None, lineno=ctx.lineno,
         fix=f"Create it with a float dtype (torch.tensor([1.0]) rather than [1]), or convert data that needs a "
         f"gradient first: {name or 'x'} = {name or 'x'}.float().requires_grad_().",
     )
@@ -297,6 +305,23 @@ def _receiver(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _view_of_many(message, match, g, trace, ctx) -> Explanation:
+    op, target = line_op(ctx.line)
+    view = target or f"output {match.group('nr')} of {match.group('op')}"
+    sentences = [
+        f"{view} (output {match.group('nr')} of {match.group('op')}) is one of several views that one function "
+        f"returned, and it was changed in place; PyTorch cannot track such a change for gradients."
+        + (f" The failing line: {ctx.line}." if ctx.line else "")
+    ]
+    v = target or "v"
+    return Explanation(
+        ["view_inplace_multi_output"], sentences, tensor_name=target, graph=g, message=message, op=op,
+        line=ctx.line or None, lineno=ctx.lineno,
+        fix=f"Change a copy of the view, not the view itself: c = {v}.clone() then c.{op or 'mul_'}(...), or an "
+        f"out-of-place operation (c = {v} * 2); the base tensor and the other views stay as they are.",
+    )
+
+
 def _inference_saved(message, match, g, trace, ctx) -> Explanation:
     found = ctx.in_line(lambda t: t.is_inference())
     name = found[0][0] if found else None
@@ -338,13 +363,7 @@ _HANDLERS = {
     "retain_grad_no_requires_grad": _retain_no_rg,
     "nonscalar_backward": _nonscalar,
     "no_grad_fn": _no_grad_fn,
-    "view_inplace_multi_output": _simple(
-        "view_inplace_multi_output",
-        "Output {nr} of {op} is one of several views that one function returned, and it was changed in place; "
-        "PyTorch cannot track such a change for gradients.",
-        "Change a copy instead of the view (v = v.clone() before the in-place call, or an out-of-place op such as "
-        "v * 2 in place of v.mul_(2)), or split with indexing that returns one view at a time.",
-    ),
+    "view_inplace_multi_output": _view_of_many,
     "inference_tensor_saved": _inference_saved,
     "unused_input": _simple(
         "unused_input",

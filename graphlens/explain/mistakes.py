@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from .context import Context
+from .context import Context, line_op
 from .live import reaches
 from .types import Explanation
 
@@ -46,8 +46,10 @@ def _out_argument(message, match, g, trace, ctx: Context) -> Explanation:
         "A tensor that requires grad was passed as out= (the result buffer) of an operation: PyTorch does not record "
         "a graph for results written into out=, so it refuses." + _line_note(ctx)
     ]
+    op, target = line_op(ctx.line)
     return Explanation(
-        ["out_argument"], sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None, lineno=ctx.lineno,
+        ["out_argument"], sentences, tensor_name=name or target, graph=g, message=message, line=ctx.line or None,
+        lineno=ctx.lineno, op=op,
         fix="Drop out= and use the result: c = torch.add(a, b) instead of torch.add(a, b, out=c).",
     )
 
