@@ -174,6 +174,7 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
             )
         elif name:
             reasons.append("carried_state")
+            where = _feed_line(ctx, name)
             element = re.fullmatch(r"(.+\..+)\[\d+\]", name)  # one tensor of a state kept as a tuple (h, c)
             if element:
                 name = element.group(1)
@@ -181,6 +182,8 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                 f"{name} carries a tensor from the previous iteration into this one: its graph still links to that "
                 f"iteration's graph, whose backward freed it."
             )
+            if where:
+                sentences.append(f"It is fed back in at line {where[0]}: {where[1]}.")
             cut = f"{name} = tuple(h.detach() for h in {name})" if element else f"{name} = {name}.detach()"
             fix = (
                 f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
@@ -211,10 +214,28 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
             "In a loop, a tensor carried over from the previous iteration (a hidden state, a running total) "
             "also links to the old graph: detach() it at the end of each iteration."
         )
+    where = _feed_line(ctx, name) if "carried_state" in reasons else None
     return Explanation(
         reasons, sentences, fix=fix, graph=gr, message=message, path=[p for p in path if gr is not None and p in gr],
         tensor_name=name or (root if root != "the output" else None),
+        line=where[1] if where else None, lineno=where[0] if where else None,
     )
+
+
+def _feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
+    """The source line (of the raising frame's file) that passes the carried tensor ``name``
+    into a call: ``rnn(x, h_state)``, or ``self.lstm(x, self.hidden)`` for ``model.hidden``."""
+    if ctx.frame is None:
+        return None
+    lines = linecache.getlines(ctx.frame.f_code.co_filename)
+    attr = name.split(".", 1)[1] if "." in name else None
+    exprs = [re.escape(name)] + ([rf"self\.{re.escape(attr)}"] if attr else [])
+    pattern = re.compile(rf"\w\s*\([^#]*(?<![\w.])(?:{'|'.join(exprs)})(?![\w])")
+    hits = [(k + 1, line.strip()) for k, line in enumerate(lines) if pattern.search(line)]
+    if not hits:
+        return None
+    before = [h for h in hits if ctx.lineno and h[0] < ctx.lineno]
+    return (before or hits)[-1]
 
 
 # -- a saved tensor changed in place -----------------------------------------------------------
@@ -230,8 +251,8 @@ def _changes_in_place(view: PathView, op_id: str, tid: str) -> bool:
     if f.endswith("_") and not f.startswith("__") or f in ("__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
         return True
     t = view.t(tid)
-    return any(
-        o.version > t.version and o.shape == t.shape and o.dtype == t.dtype and (o.name == t.name or t.name is None)
+    return t.version >= 0 and any(
+        o.version > t.version and o.shape == t.shape and o.dtype == t.dtype
         for o in (view.t(x) for x in view.adj.outputs.get(op_id, ()))
     )
 
@@ -284,11 +305,14 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
             modifier = view.o(later[0])
         elif via:
             modifier = view.o(via[0][1])
-            alias = f" through {view.label(via[0][0])} = {name or view.label(tid)}.detach(), which shares its memory"
+            alias_node = via[0][0]
+            alias = (f" through {view.t(alias_node).name or view.label(alias_node)} = "
+                     f"{name or '{name}'}.detach(), which shares its memory")
         path = [tid] + ([modifier.id] if modifier else []) + [o.id for o in savers]
     if name is None:
         name, live_alias = _live_name(ctx, dtype, shape, ver, producer, alias)
         alias = alias or live_alias
+    alias = alias.replace("{name}", name or (view.label(tid) if view is not None and tid else "it"))
     line = lineno = None
     if modifier is not None:
         line, lineno = modifier.code, modifier.line

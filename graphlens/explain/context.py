@@ -15,7 +15,7 @@ from ..names import frame_candidates
 from ..snapshot import snapshot
 from .live import find_live
 
-__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op"]
+__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op", "assignment_line"]
 
 TENSOR_TYPES = {
     "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
@@ -33,6 +33,7 @@ class Context:
         self.frame: FrameType | None = None  # the user's frame that raised (released by close())
         self.candidates: list[tuple[str, torch.Tensor]] = []
         self.root: list[torch.Tensor] = []
+        self.inputs: list[torch.Tensor] = []  # what a failing torch.autograd.grad was asked about
         tb: TracebackType | None = getattr(exc, "__traceback__", None)
         user = None
         while tb is not None:
@@ -46,6 +47,9 @@ class Context:
                             self.root = tensors_in(local[key], depth=8)
                             if self.root:
                                 break
+                    for key in ("t_inputs", "inputs"):
+                        if frame.f_code.co_name == "grad" and key in local and not self.inputs:
+                            self.inputs = tensors_in(local[key], depth=8)
                     del local
             elif not _names.is_internal(module) and not module.startswith("graphlens.") and frame.f_code.co_name != _names.CALLER_NAME:
                 user = (frame, tb.tb_lineno)
@@ -81,6 +85,7 @@ class Context:
     def close(self) -> None:
         self.candidates.clear()
         self.root.clear()
+        self.inputs.clear()
         self.frame = None
 
 
@@ -134,4 +139,17 @@ def line_op(line: str | None) -> tuple[str | None, str | None]:
     m = re.search(r"(?:torch\.)?(\w+)\([^()]*\bout\s*=\s*([A-Za-z_][\w.]*)", line)
     if m:
         return m.group(1), m.group(2)
+    return None, None
+
+
+def assignment_line(frame: FrameType | None, lineno: int | None, name: str | None) -> tuple[int | None, str | None]:
+    """``(line, text)`` of the last assignment to the variable ``name`` before ``lineno`` in
+    ``frame``'s function, read from its source (``(None, None)`` when there is none)."""
+    if frame is None or not lineno or not name or not name.isidentifier():
+        return None, None
+    lines = linecache.getlines(frame.f_code.co_filename)
+    pattern = re.compile(rf"^\s*(?:[\w\s,()]*,\s*)?{re.escape(name)}\s*(?:,[\w\s,]*)?=(?!=)")
+    for ln in range(min(lineno, len(lines) + 1) - 1, max(frame.f_code.co_firstlineno, 1) - 1, -1):
+        if pattern.match(lines[ln - 1]):
+            return ln, lines[ln - 1].strip()
     return None, None

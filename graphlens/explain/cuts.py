@@ -228,6 +228,7 @@ def traced_cut_between(view: PathView, tid: str, roots: list[str]) -> Cut | None
 
 # -- reading the user's code -------------------------------------------------------------------
 _MODULES = {"torch", "np", "numpy", "F", "nn", "math"}
+_COMPARISONS = {ast.Gt: "gt", ast.Lt: "lt", ast.GtE: "ge", ast.LtE: "le", ast.Eq: "eq", ast.NotEq: "ne"}
 
 
 def _call_name(node: ast.AST) -> str | None:
@@ -249,12 +250,12 @@ def _spine_cuts(value: ast.AST) -> list[tuple[str, ast.AST]]:
     while node is not None:
         nxt = None
         if isinstance(node, ast.Compare):
-            found.append(("comparison", node))
+            found.append((_COMPARISONS.get(type(node.ops[0]), "comparison"), node))
         elif isinstance(node, ast.Subscript):
             inner = node.value
             name = _call_name(inner) if isinstance(inner, ast.Call) else None
             if name in _INDEXED and isinstance(node.slice, ast.Constant) and node.slice.value == 1:
-                found.append((f"{name}(...)[1]", node))
+                found.append((name, node))  # torch.max(x, 1)[1]: the indices
             nxt = inner
         elif isinstance(node, ast.Attribute):
             if node.attr in ("indices", "data"):
@@ -292,7 +293,7 @@ def _strip_comment(line: str) -> str:
 
 
 def _kind_of(name: str) -> str:
-    if name in ("indices", "comparison") or name.endswith("[1]"):
+    if name in ("indices", "comparison", *_COMPARISONS.values()) or name in _INDEXED:
         return "cut_by_integer_op"
     if name == "data":
         return "cut_by_detach"
@@ -331,6 +332,15 @@ def code_cut(frame: FrameType | None, lineno: int | None, root: str | None, live
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < lineno:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
+                if (isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name)
+                        and isinstance(node.value, ast.Call) and _call_name(node.value) in _INDEXED):
+                    # values, indices = torch.max(x, 1): the second one holds the indices
+                    assigns.setdefault(target.elts[1].id, []).append(
+                        (node.lineno, ast.Subscript(value=node.value, slice=ast.Constant(1), ctx=ast.Load()))
+                    )
+                    if isinstance(target.elts[0], ast.Name):
+                        assigns.setdefault(target.elts[0].id, []).append((node.lineno, node.value))
+                    continue
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         assigns.setdefault(name.id, []).append((node.lineno, node.value))

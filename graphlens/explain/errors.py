@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
-from .context import Context, line_op, on_graph, root_graph, short
+from .context import Context, assignment_line, line_op, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live
@@ -260,6 +260,8 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
     path: list[str] = [tid] if tid else []
     edges: list = []
     cut = None
+    detail: list = []
+    made_at = None
     if g is not None and tid is not None:
         view = PathView(g)
         node = view.t(tid)
@@ -269,12 +271,18 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         if detail:  # the root itself was made so
             sentences += sub.sentences[1:2]
             path, edges = list(sub.path) or path, list(sub.edges)
+            made = view.o(node.op) if node.op is not None else None
+            at, text = assignment_line(ctx.frame, ctx.lineno, name)
+            if made is not None:
+                made_at = (made.forward, text or made.code, at or made.line, made.id)
         else:
             cut = traced_cut(view, tid)
-            if cut is None and node.op is not None and view.o(node.op).name is None:
-                sentences.append("None of the tensors it was computed from required grad.")
     if cut is None:  # what the graph does not show, the code may: a lead, said as one
         cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
+    if cut is None and not detail and g is not None and tid is not None:
+        node = PathView(g).t(tid)
+        if node.op is not None and PathView(g).o(node.op).name is None:
+            sentences.append("The tensors it was computed from, as far as the trace saw them, do not require grad.")
     if cut is not None:
         reasons.append(cut.kind)
         sentences.append(cut.text)
@@ -287,6 +295,8 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
             "torch.no_grad(), or it came from detach(), an integer result (argmax, a comparison, .long()), "
             "or a value taken out with .item() and put back with torch.tensor()."
         )
+    if cut is not None and cut.kind == "rebound_leaf" and cut.tensor:
+        name, tid = cut.tensor, None  # the answer is about the variable that was rebound
     return Explanation(
         reasons, sentences, tensor_name=name, tensor_id=tid, graph=g, path=path, edges=edges, message=message,
         fix=cut_fix(cut, name) if cut is not None else (
@@ -294,8 +304,9 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
             "outside torch.no_grad(), without detach(), integer results or .item(); run the code under "
             "graphlens.trace() to see where the path stops."
         ),
-        op=cut.op if cut else None, line=cut.code if cut else None, lineno=cut.line if cut else None,
-        cause=cut.node if cut else None,
+        op=cut.op if cut else (made_at[0] if made_at else None), line=cut.code if cut else (made_at[1] if made_at else None),
+        lineno=cut.line if cut else (made_at[2] if made_at else None),
+        cause=cut.node if cut else (made_at[3] if made_at else None),
     )
 
 
@@ -319,6 +330,22 @@ def _view_of_many(message, match, g, trace, ctx) -> Explanation:
         line=ctx.line or None, lineno=ctx.lineno,
         fix=f"Change a copy of the view, not the view itself: c = {v}.clone() then c.{op or 'mul_'}(...), or an "
         f"out-of-place operation (c = {v} * 2); the base tensor and the other views stay as they are.",
+    )
+
+
+def _unused_input(message, match, g, trace, ctx) -> Explanation:
+    index = int(match.group("index"))
+    t = ctx.inputs[index] if index < len(ctx.inputs) else None
+    names = [n for n, c in ctx.candidates if c is t] if t is not None else []
+    name = max(names, key=lambda n: n.count(".")) if names else None  # the module path is the telling one
+    who = name or f"input {index}"
+    return Explanation(
+        ["unused_input"],
+        [f"torch.autograd.grad was asked for the gradient of {who} (input {index}), but the output does not depend "
+         f"on it: no path of the graph leads from the output to it." + (f" The failing line: {ctx.line}." if ctx.line else "")],
+        tensor_name=name, graph=g, message=message, line=ctx.line or None, lineno=ctx.lineno,
+        fix=f"Leave {who} out of the inputs (e.g. only the parameters the output uses), or pass allow_unused=True "
+        f"to get None for it.",
     )
 
 
@@ -365,11 +392,7 @@ _HANDLERS = {
     "no_grad_fn": _no_grad_fn,
     "view_inplace_multi_output": _view_of_many,
     "inference_tensor_saved": _inference_saved,
-    "unused_input": _simple(
-        "unused_input",
-        "torch.autograd.grad was asked for the gradient of input {index}, but the output does not depend on it.",
-        "Check that the output is computed from that input, or pass allow_unused=True to get None for it.",
-    ),
+    "unused_input": _unused_input,
     "input_not_requiring_grad": _simple(
         "input_not_requiring_grad",
         "torch.autograd.grad was asked for the gradient of a tensor that does not require grad.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Callable, TYPE_CHECKING, Any, Mapping
 
 import torch
 
@@ -191,6 +191,9 @@ def _explain_live(
         if frame is not None and not tensor.is_leaf:
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
+        if roots:
+            hints["data_alias"] = _data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
+                                                and (t.is_leaf and t is tensor or reaches([t.grad_fn], tensor)))
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
         g = _snapshot_for(roots, tensor, extra, names=names)
         view = PathView(g)
@@ -233,6 +236,11 @@ def _grad_already_there(tensor: torch.Tensor, candidates: list, names, precision
         f"explain({who}, loss), to see the path the gradient takes."
     )
     reasons = ["grad_ok"]
+    aliases = _data_aliases(candidates, lambda t: reaches([t.grad_fn], tensor))
+    if aliases:
+        reasons.append("modified_through_data")
+        text, fix = _data_alias_sentence(aliases)
+        sentences[1:] = [text]
     hooks = _hooks_of(tensor)
     if hooks:
         reasons.append("hook_changed_grad")
@@ -275,6 +283,36 @@ def node_version(t: torch.Tensor) -> int:
         return int(t._version)
     except RuntimeError:
         return -1
+
+
+def _data_aliases(candidates: list, reaching: Callable[[torch.Tensor], bool]) -> list[tuple[str, str]]:
+    """``(alias, target)`` names of the caller's variables that share a tensor's memory without
+    sharing its version counter (as ``c = out.data`` does) and were changed in place since
+    (their own version moved), where ``reaching(target)``: autograd cannot see such a change."""
+    out = []
+    grads = [(n, t) for n, t in candidates if t.requires_grad and t.grad_fn is not None]
+    for an, a in candidates:
+        try:
+            if a.requires_grad or node_version(a) <= 0:
+                continue
+            for tn, t in grads:
+                if t is not a and node_version(a) != node_version(t) and shares_memory(a, t) and reaching(t):
+                    out.append((an, tn))
+                    break
+        except RuntimeError:
+            continue
+    return out
+
+
+def _data_alias_sentence(found: list[tuple[str, str]]) -> tuple[str, str]:
+    alias, target = found[0]
+    return (
+        f"{alias} shares the memory of {target} without sharing its version counter (as {alias} = {target}.data does), "
+        f"and it was changed in place: autograd cannot see that change, so a backward run after it computes with the "
+        f"changed values of {target} (if an operation saved them) and gives a silently wrong gradient.",
+        f"Do not change {target} through .data while its graph is needed: use {target}.detach() (backward then "
+        f"raises instead of computing a wrong gradient) or clone() it and change the copy.",
+    )
 
 
 def _hooks_of(t: torch.Tensor) -> list[str]:
@@ -340,6 +378,7 @@ def analyse(
     sentences: list[str] = []
     fix = None
     found_cut = None
+    root_cut = False
     path: list[str] = []
     edges: list[tuple[str, str]] = []
     if hints.get("guessed_root") and root_name:
@@ -413,8 +452,10 @@ def analyse(
                 "torch.no_grad(), or only from tensors that do not require grad."
             )
             fix = (
-                f"Create it with requires_grad=True (or call {name}.requires_grad_() on the leaf) before computing "
-                f"the loss; run the code under graphlens.trace() to see where a detach() or no_grad cut it."
+                f"If {name} is data or a parameter you create, create it with requires_grad=True. If it should be "
+                f"computed from the parameters, compute it with torch operations (no detach(), torch.no_grad(), "
+                f"integer results or .item()/torch.tensor(...) in between); switching requires_grad on for {name} itself "
+                f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
             )
             path = [tid] if tid else []
     elif not roots and not is_leaf and not retains:
@@ -484,6 +525,18 @@ def analyse(
                 f"(or .data), which cuts the gradient path."
             )
             path = [tid] if tid else []
+        elif roots and not all(view.t(r).requires_grad for r in roots):
+            # The root itself has no graph: nothing reaches anything from it.
+            sentences.append(
+                f"{root_name} itself does not require grad (it has no grad_fn): no backward from it reaches any tensor, "
+                f"so the question is where {root_name} lost its link to the parameters."
+            )
+            fix = (
+                f"Find where {root_name} stops depending on the parameters (graphlens.explain({root_name}), or run the "
+                f"code under graphlens.trace()): a detach(), torch.no_grad(), an integer result or .item() / "
+                f"torch.tensor(...) on the way."
+            )
+            root_cut = True
         elif node is not None and view.forward_sinks(tid) and g.source == "trace":
             others = [s for s in view.forward_sinks(tid) if s not in roots and view.t(s).requires_grad]
             if others:
@@ -491,13 +544,13 @@ def analyse(
                 sentences.append(f"{who} is used only by {', '.join(view.label(s) for s in others)}, not by {root_name}.")
                 fpath = view.forward_bfs(tid, set(others))
                 path, edges = fpath, view.highlight_edges(fpath)
-        if len(reasons) == 1 and hints.get("sinks"):
+        if len(reasons) == 1 and hints.get("sinks") and not root_cut:
             reasons.append("feeds_other_root")
             sentences.append(f"{who} feeds {', '.join(hints['sinks'])}, not {root_name}.")
             sinks = [n.id for n in g.tensors if n.name in hints["sinks"]]
             _, spath = view.bfs(sinks[:1], tid) if sinks and tid else ({}, [])
             path, edges = spath[::-1], view.highlight_edges(spath)
-        if len(reasons) == 1:
+        if len(reasons) == 1 and not root_cut:
             sentences.append(
                 "No path in the recorded graph connects them (a snapshot sees only the backward graph): run the code "
                 "under graphlens.trace() to see where the path stops."
@@ -505,7 +558,9 @@ def analyse(
         if not is_leaf and not retains:
             reasons.append("nonleaf_not_retained")
             sentences.append(f"Even when reached, {who} is not a leaf, so PyTorch would not keep its .grad without retain_grad().")
-        if found_cut is not None and found_cut.kind in ("cut_by_integer_op", "cut_by_python_value"):
+        if root_cut:
+            pass  # (the fix above)
+        elif found_cut is not None and found_cut.kind in ("cut_by_integer_op", "cut_by_python_value"):
             fix = _cut_fix(found_cut, root_name)
         elif "feeds_other_root" in reasons:
             fix = f"Backpropagate the output that uses {name} too (e.g. (loss1 + loss2).backward()), or compute {root_name} from {name}."
@@ -514,7 +569,10 @@ def analyse(
         elif "cut_by_no_grad" in reasons:
             fix = f"Move the computation that links {name} to {root_name} out of the torch.no_grad() block."
         else:
-            fix = f"Compute {root_name} from {name} without detach() or torch.no_grad() in between."
+            fix = (
+                f"Compute {root_name} from {name} without detach(), torch.no_grad(), integer results (argmax, "
+                f"comparisons, .long()) or values taken out with .item() in between; graphlens.trace() shows which it is."
+            )
         if not path and tid:
             path = [tid]
     elif not is_leaf and not retains:
@@ -543,6 +601,18 @@ def analyse(
                 f"Make {name} itself the leaf: do the arithmetic or conversion first and ask for the gradient last, "
                 f"e.g. {example}; or call {name}.retain_grad() before backward."
             )
+            if "." in name and live is not None and not is_param:
+                # A module attribute holding the copy of a parameter (self.w = self.w.double()).
+                owner, _, attr = name.rpartition(".")
+                sentences.append(
+                    f"{name} is not a registered parameter of {owner}: it is a plain tensor attribute, so "
+                    f"{owner}.parameters() and an optimizer built from it do not see it."
+                )
+                fix = (
+                    f"Convert the module, not the tensor ({owner}.double() or {owner}.to(device) keeps its parameters "
+                    f"registered), or register the converted tensor as a parameter: {owner}.{attr} = "
+                    f"nn.Parameter({name}.detach().double())."
+                )
         else:
             reasons.append("nonleaf_not_retained")
             op = view.o(node.op).label if node is not None and node.op else "an operation"
@@ -565,7 +635,26 @@ def analyse(
             sentences.append(
                 f"{grad_of} is set{value}: {who} is {what}, and {root_name} reaches it through {chain}."
             )
+            zero = [view.o(p).name for p in reach_path if p.startswith("op") and (view.o(p).name or "").rstrip("0123456789") in _ZERO_DERIVATIVE]
+            if zero and node is not None and node.grad is not None and node.grad.max == 0 and node.grad.min == 0:
+                sentences.append(
+                    f"It is zero because {zero[0]} is on the path: that operation's derivative is zero almost everywhere "
+                    f"(a step function), so no gradient passes it."
+                )
+                fix = (
+                    f"Use a differentiable stand-in on the way (a straight-through estimator: y = x + (x.round() - x).detach(), "
+                    f"or a smooth approximation) if the gradient should pass."
+                )
+                found_cut = Cut("zero_derivative", zero[0], None, None, None, None, sentences[-1])
+            if node is not None and node.dtype.startswith("complex"):
+                sentences.append(
+                    "For a complex tensor PyTorch gives the conjugate Wirtinger derivative (the conjugate of df/dz for a "
+                    "holomorphic f), the convention under which gradient descent works; it is not a bug."
+                )
             changed = _changed_untracked(view, reach_path) if g.source == "trace" else None
+            if changed is None and hints.get("data_alias"):
+                text, alias_fix = _data_alias_sentence(hints["data_alias"])
+                changed = (text, alias_fix, [])
             if changed is not None:
                 reasons.append("modified_through_data")
                 sentences.append(changed[0])
@@ -643,11 +732,26 @@ def analyse(
         graph=g,
         path=[p for p in path if p in g],
         edges=edges,
-        op=found_cut.op if found_cut else None,
+        op=found_cut.op if found_cut else (_producer(view, node) if reasons[0] in _MADE_BY else None),
         line=found_cut.code if found_cut else None,
         lineno=found_cut.line if found_cut else None,
         cause=found_cut.node if found_cut else None,
     )
+
+
+#: Reasons whose answer is about the operation that made the tensor (its ``op``).
+_MADE_BY = ("nonleaf_not_retained", "is_a_copy", "rebound_leaf", "retain_grad_too_late")
+
+
+#: Backward nodes whose derivative is zero almost everywhere (step functions).
+_ZERO_DERIVATIVE = {"RoundBackward", "FloorBackward", "CeilBackward", "SignBackward", "TruncBackward", "FracBackward"}
+
+
+def _producer(view: PathView, node) -> str | None:
+    """The backward name of the op that made ``node`` (its forward name when it has none)."""
+    if node is None or node.op is None or node.op not in view.g:
+        return None
+    return view.o(node.op).label
 
 
 def _rebound(view: PathView, tid: str | None, node, hints) -> tuple[int | None, str | None] | None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import linecache
 import re
 
-import torch
 
 from .context import Context, line_op
 from .live import reaches
@@ -61,25 +62,71 @@ def _wrong_number(message, match, g, trace, ctx: Context) -> Explanation:
         f"The backward of the custom autograd.Function {cls} returned {got} gradient(s), but its forward took {want} "
         f"input(s): backward must return one value per input of forward, in order."
     ]
+    lineno = line = None
+    tree, lines = _source_tree(ctx)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            back = [f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "backward"]
+            rets = [r for f in back for r in ast.walk(f) if isinstance(r, ast.Return)]
+            if rets:
+                lineno = rets[-1].lineno
+                line = lines[lineno - 1].strip()
+                sentences.append(f"Its backward returns at line {lineno}: {line}.")
     return Explanation(
-        ["wrong_number_of_grads"], sentences, graph=g, message=message, op=fn,
+        ["wrong_number_of_grads"], sentences, graph=g, message=message, op=fn, line=line, lineno=lineno,
         fix=f"Return {want} values from {cls}.backward: a gradient for each tensor input, and None for every input "
         f"that needs none (non-tensor arguments, flags, tensors that do not require grad).",
     )
 
 
+def _source_tree(ctx: Context):
+    """``(tree, lines)`` of the source file of the frame that raised, or ``(None, [])``."""
+    if ctx.frame is None:
+        return None, []
+    lines = linecache.getlines(ctx.frame.f_code.co_filename)
+    try:
+        return ast.parse("".join(lines)), lines
+    except (SyntaxError, ValueError):
+        return None, lines
+
+
+def _last_assignment(ctx: Context, name: str) -> ast.Assign | None:
+    """The last assignment to ``name`` before the failing line, in the raising function."""
+    tree, _ = _source_tree(ctx)
+    if tree is None or not ctx.lineno:
+        return None
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < ctx.lineno and node.lineno >= ctx.frame.f_code.co_firstlineno:
+            if any(isinstance(n, ast.Name) and n.id == name for t in node.targets for n in ast.walk(t)):
+                if best is None or node.lineno > best.lineno:
+                    best = node
+    return best
+
+
 def _leaf_moved(message, match, g, trace, ctx: Context) -> Explanation:
-    found = ctx.in_line(lambda t: not t.is_leaf)
+    # The leaf that moved: a variable that now has a grad_fn made by an in-place copy.
+    moved = [(n, t) for n, t in ctx.candidates
+             if t.grad_fn is not None and type(t.grad_fn).__name__.startswith("Copy") and t.requires_grad]
+    found = moved or ctx.in_line(lambda t: not t.is_leaf)
     name = found[0][0] if found else None
     who = name or "a leaf the graph uses"
+    lineno = line = None
+    if name and ctx.frame is not None:
+        _, lines = _source_tree(ctx)
+        pattern = re.compile(rf"(?<![\w.]){re.escape(name)}\.(?:copy_|set_)\(|(?<![\w.]){re.escape(name)}\[[^\]]*\]\s*=(?!=)")
+        for ln in range(min(ctx.lineno or 0, len(lines)), 0, -1):
+            if pattern.search(lines[ln - 1]):
+                lineno, line = ln, lines[ln - 1].strip()
+                break
     sentences = [
         f"{who} was a leaf when a graph used it; then an in-place operation from a tensor that requires grad "
-        f"(for example {who}.copy_(y)) gave it a grad_fn, so it is no longer a leaf, and the graph's "
+        f"({line or who + '.copy_(y)'}) gave it a grad_fn, so it is no longer a leaf, and the graph's "
         f"AccumulateGrad for it points to a tensor inside the graph." + _line_note(ctx)
     ]
     return Explanation(
-        ["leaf_moved_interior"], sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
-        lineno=ctx.lineno,
+        ["leaf_moved_interior"], sentences, tensor_name=name, graph=g, message=message, line=line or ctx.line or None,
+        lineno=lineno or ctx.lineno, op="copy_" if line and "copy_" in line else None,
         fix=f"Update {name or 'the leaf'} under torch.no_grad() (with torch.no_grad(): {name or 'w'}.copy_(y)), or "
         f"make a new tensor instead of writing into the leaf.",
     )
@@ -90,18 +137,43 @@ def _float_backward(message, match, g, trace, ctx: Context) -> Explanation:
     tokens = re.findall(r"([A-Za-z_]\w*)(?:\.item\(\))?\.backward\(", ctx.line or "")
     name = tokens[0] if tokens else None
     via_item = ".item()" in (ctx.line or "")
-    sentences = [
-        f"backward() was called on a Python {kind}, not on a tensor: a number has no graph"
-        + (" — .item() turned the tensor into one." if via_item else
-           f" ({name or 'it'} holds a {kind}: a value read with .item() or float(), or the wrong item of what a "
-           f"function returned).")
-        + _line_note(ctx)
-    ]
+    op = "item" if via_item else None
+    line, lineno = (ctx.line or None), ctx.lineno
+    source = None  # the tensor the number was read from (z = y.item())
+    sibling = None  # a tensor returned beside it (loss, x = f(...) in the wrong order)
+    node = _last_assignment(ctx, name) if name and not via_item else None
+    if node is not None:
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("item", "tolist"):
+            source, op = ast.unparse(value.func.value), value.func.attr
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("float", "int") and value.args:
+            source, op = ast.unparse(value.args[0]), value.func.id
+        elif isinstance(node.targets[0], ast.Tuple):
+            others = [e.id for e in node.targets[0].elts if isinstance(e, ast.Name) and e.id != name]
+            live = dict(ctx.candidates)
+            with_graph = [n for n in others if n in live and live[n].grad_fn is not None]
+            sibling = with_graph[0] if len(with_graph) == 1 else None
+        _, lines = _source_tree(ctx)
+        lineno, line = node.lineno, lines[node.lineno - 1].strip()
+    if trace is not None and g is not None and op is None and node is None:
+        exits = [o for o in g.ops if o.name is None and o.forward in ("item", "tolist", "__float__")]
+        if exits:
+            op, line, lineno = exits[-1].forward, exits[-1].code or line, exits[-1].line or lineno
+    what = (
+        " — .item() turned the tensor into one." if via_item else
+        f" ({name} = {source}.{op}() made it one)." if source else
+        f" ({sibling} is the one value of that assignment with a graph: the values were unpacked in the wrong order?)."
+        if sibling else
+        f" ({name or 'it'} holds a {kind}: a value read with .item() or float(), or the wrong item of what a "
+        f"function returned)."
+    )
+    sentences = [f"backward() was called on a Python {kind}, not on a tensor: a number has no graph{what}" + _line_note(ctx)]
+    target = source or sibling or "loss"
     return Explanation(
-        ["float_has_no_backward"], sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
-        lineno=ctx.lineno, op="item" if via_item else None,
-        fix="Call backward on the loss tensor itself (loss.backward()), and use .item() only to print or log it; "
-        "if a function returns several values, check which one is the loss tensor.",
+        ["float_has_no_backward"], sentences, tensor_name=name, graph=g, message=message, line=line,
+        lineno=lineno, op=op,
+        fix=f"Call backward on the tensor itself ({target}.backward()), and use .item() only to print or log it"
+        + ("; check the order of the values the function returns." if sibling or not source else "."),
     )
 
 

@@ -45,7 +45,6 @@ def test_input_grad_is_none_because_it_does_not_require_grad():
            says=("does not require grad",), never=("not a leaf",), not_reasons=("nonleaf_not_retained",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_op_that_made_the_loss():
     """The explanation names PowBackward0, the node that made loss, as e.op."""
     model, x, loss = nonleaf_loss_grad()

@@ -51,7 +51,6 @@ def test_view_next_to_its_leaf_is_a_nonleaf():
     assert X.grad is not None  # the program itself: the named leaf got it
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_view_op():
     """The explanation of x names ViewBackward0 as e.op."""
     x, out = rebound()

@@ -43,7 +43,6 @@ def test_moved_input_is_a_copy_of_an_unnamed_leaf():
            not_reasons=("requires_grad_false", "not_reachable"))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_copy_op():
     """The explanation names the copy node ToCopyBackward0 as e.op."""
     inputs, loss = to_copy_of_input()

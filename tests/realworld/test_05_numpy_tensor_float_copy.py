@@ -38,7 +38,6 @@ def test_float_cast_is_a_copy_of_the_float64_leaf():
            not_reasons=("requires_grad_false",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_copy_op():
     """The explanation names the cast node ToCopyBackward0 as e.op."""
     z, x = numpy_tensor_float_copy()

@@ -58,14 +58,12 @@ def test_names_the_module_attribute():
            never_fix=("the tensor =",))
 
 
-@pytest.mark.xfail(strict=True, reason="P11: never says the copy is not a registered parameter; the fix builds a plain leaf, still unregistered")
 def test_says_the_parameter_is_not_registered():
     """The answer says gpu.w is not registered (gpu.parameters() is empty) and proposes nn.Parameter(...) around the moved tensor."""
     gpu, loss = parameter_copy_in_module()
     expect(gl.explain(gpu.w, loss), says=("registered",), fix=("nn.Parameter",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_copy_op():
     """The explanation names the copy node ToCopyBackward0 as e.op."""
     gpu, loss = parameter_copy_in_module()

@@ -48,7 +48,6 @@ def test_rebinding_is_found_with_an_in_place_fix(how):
            never_fix=("requires_grad=True",))
 
 
-@pytest.mark.xfail(strict=True, reason="P2: rebound_leaf is found, but e.tensor_name is the root loss, not the rebound w")
 @pytest.mark.parametrize("how", HOW)
 def test_names_w_as_the_tensor(how):
     """The answer's tensor is w, the rebound variable."""

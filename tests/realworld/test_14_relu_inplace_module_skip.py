@@ -63,7 +63,6 @@ def test_traced_answer_names_x_and_the_skip_conv():
            says=("ConvolutionBackward0",), fix=("out-of-place",), never=("saved by ReluBackward0",))
 
 
-@pytest.mark.xfail(strict=True, reason="P6: with a trace, e.line (the in-place ReLU line inside forward) is None again since e063e5b (7578fcc gave it)")
 def test_traced_line_is_the_inplace_relu():
     """With a trace, e.line is the x = self.activ(x) line inside forward."""
     expect(explained(relu_inplace_module_skip, "traced"), line="x = self.activ(x)")

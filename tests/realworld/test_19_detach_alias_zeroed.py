@@ -44,7 +44,6 @@ def test_traced_answer_names_zero_():
     expect(explained(detach_alias_zeroed, "traced"), says=("zero_",))
 
 
-@pytest.mark.xfail(strict=True, reason="P6: with a trace the alias reads 'c (t2) = an unnamed tensor (t1).detach()': out is unnamed there")
 def test_traced_answer_names_the_alias_c():
     """With a trace, the answer still names c and out instead of unnamed tensors."""
     expect(explained(detach_alias_zeroed, "traced"), says=("through c",), never=("unnamed tensor",))

@@ -44,7 +44,6 @@ def test_y_grad_is_set():
     expect(gl.explain(y, out), reason="grad_ok", tensor="y", never=("zero_grad",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.op is not filled in yet")
 def test_names_the_op_that_made_x():
     """e.op is MulBackward0, the node that made x."""
     a, b, y, x, x_detach, out = detach_zero_intermediate()

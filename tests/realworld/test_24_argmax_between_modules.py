@@ -42,7 +42,6 @@ def test_plain_answer_says_the_loss_does_not_reach_the_weight():
            not_reasons=("feeds_other_root",))
 
 
-@pytest.mark.xfail(strict=True, reason="P1: without a trace the fix names only a detach() or no_grad as the cut; it was argmax")
 def test_plain_answer_does_not_assert_a_detach_or_no_grad_cut():
     """Without a trace, a list of possible cuts includes an integer result such as argmax, or names no kind at all."""
     first_model, second_model, loss = argmax_between_modules()
@@ -60,7 +59,6 @@ def test_traced_answer_names_the_max_indices_as_the_cut():
            never_fix=("(loss1 + loss2).backward()",))
 
 
-@pytest.mark.xfail(strict=True, reason="P6: with a trace, e.line is the with-block's line (the call of argmax_between_modules()), not the torch.max line inside it")
 def test_traced_line_is_the_max_line():
     """With a trace, e.line is the torch.max(y_p, 1)[1] line where the cut happens."""
     with gl.trace() as tr:

@@ -40,7 +40,6 @@ def test_plain_answer_gives_the_comparison_as_a_lead():
     expect(explained(comparison_mask), reasons=("cut_by_integer_op",), line="b = (a > 0.1)", says=("If ",))
 
 
-@pytest.mark.xfail(strict=True, reason="P1: without a trace the lead's e.op is 'comparison', not the op's name gt")
 def test_plain_lead_names_the_op():
     """Without a trace, e.op of the lead is the forward op's name, as with a trace."""
     expect(explained(comparison_mask), op=("gt", "__gt__", ">"))

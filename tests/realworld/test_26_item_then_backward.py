@@ -34,14 +34,12 @@ def test_says_backward_was_called_on_a_float(how):
            says=("z", "float", ".item()"), line=("z.backward()", "z = y.item()"), fix=("backward",))
 
 
-@pytest.mark.xfail(strict=True, reason="P4: the fix says loss.backward() in general, not y.backward(), the tensor z was read from")
 @pytest.mark.parametrize("how", HOW)
 def test_fix_names_the_tensor_z_came_from(how):
     """The fix is y.backward(): z = y.item() is in the raising frame."""
     expect(explained(item_then_backward, how), fix=("y.backward()",))
 
 
-@pytest.mark.xfail(strict=True, reason="P4: with a trace, the recorded .item() call is not named (e.op None, e.line the failing line)")
 def test_traced_answer_names_item():
     """With a trace, e.op is item and e.line the z = y.item() line."""
     expect(explained(item_then_backward, "traced"), reason="float_has_no_backward", op="item", line="z = y.item()")

@@ -34,7 +34,6 @@ def test_gradient_is_set_through_round():
            not_reasons=("zero_grad_set_none",))
 
 
-@pytest.mark.xfail(strict=True, reason="P8: 'a.grad is set (0)' with no word that RoundBackward0 has zero derivative")
 def test_says_round_has_zero_derivative():
     """The answer says round's derivative is zero almost everywhere and proposes a straight-through estimator."""
     a, b = round_zero_grad()

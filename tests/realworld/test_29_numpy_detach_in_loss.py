@@ -51,7 +51,6 @@ def test_plain_answer_gives_the_round_trip_as_a_lead():
            line=("torch.from_numpy(theta)", "R.detach().numpy()"), says=("If ",))
 
 
-@pytest.mark.xfail(strict=True, reason="P1: with a trace it adds 'None of the tensors it was computed from required grad' (the network output did)")
 def test_traced_answer_does_not_deny_the_network_output():
     """With a trace, the answer does not say the loss came from nothing that required grad."""
     expect(explained(numpy_detach_in_loss, "traced"), never=("None of the tensors it was computed from required grad",))

@@ -53,7 +53,6 @@ def test_note_says_it_was_made_inside_no_grad():
     expect(note(backward_in_no_grad_validation), says=("losses", "inside torch.no_grad()"))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.line is not filled in yet")
 def test_traced_line_is_in_the_no_grad_block():
     """With a trace, e.line is a line of the no_grad block that made losses."""
     expect(explained(backward_in_no_grad_validation, "traced"), line=("losses = ((outputs - target) ** 2).mean()", "outputs = model(inputs)",

@@ -48,7 +48,6 @@ def test_note_proposes_allow_unused():
     expect(note(autograd_grad_unused_param), says=("allow_unused=True",))
 
 
-@pytest.mark.xfail(strict=True, reason="P12: the unused input is reported by index, not by the parameter's name")
 @pytest.mark.parametrize("how", HOW)
 def test_names_the_unused_parameter(how):
     """The answer names pseudo_net.aux.weight, parameter 2 of pseudo_net.parameters()."""

@@ -59,7 +59,6 @@ def test_plain_answer_does_not_blame_the_new_graph():
     expect(explained(lstm_hidden_on_self), never=("PowBackward0",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.line is not filled in for graph_freed")
 def test_traced_line_is_where_the_state_is_carried():
     """With a trace, e.line is the forward line that feeds self.hidden back into the LSTM."""
     expect(explained(lstm_hidden_on_self, "traced"), line="self.lstm(x, self.hidden)")

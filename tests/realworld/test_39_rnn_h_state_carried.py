@@ -63,7 +63,6 @@ def test_plain_answer_does_not_blame_the_new_loss():
     expect(explained(rnn_h_state_carried), never=("made loss",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.line is not filled in for graph_freed")
 def test_traced_line_is_where_the_state_is_carried():
     """With a trace, e.line is the line that feeds h_state back into the RNN."""
     expect(explained(rnn_h_state_carried, "traced"), line="rnn(x, h_state)")

@@ -44,7 +44,6 @@ def test_says_backward_returned_too_few_gradients(how):
            says=("adder", "2", "1"), fix=(("per input", "for each", "each tensor input"),))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.line (backward's return line, readable from the Function's source) is not filled in")
 def test_line_is_the_return_of_backward():
     """e.line is backward's return statement (read from the Function's source)."""
     expect(explained(custom_fn_missing_grad), line="return grad_W_col")

@@ -40,7 +40,6 @@ def test_says_to_return_none_for_the_flag(how):
            op=("SignBackward", "Sign", "Sign.backward"), says=("Sign",), fix=("None",))
 
 
-@pytest.mark.xfail(strict=True, reason="P13: e.line (backward's return line, readable from the Function's source) is not filled in")
 def test_line_is_the_return_of_backward():
     """e.line is Sign.backward's return statement."""
     expect(explained(custom_fn_nontensor_arg), line="return grad_output")

@@ -38,7 +38,6 @@ def test_recognised_with_a_no_grad_fix(how):
            fix=("torch.no_grad()",))
 
 
-@pytest.mark.xfail(strict=True, reason="P3: the message is recognised, but the answer names chunk_loss (the root), not lat_vec, the leaf that was moved")
 @pytest.mark.parametrize("how", HOW)
 def test_names_the_leaf_that_got_a_grad_fn(how):
     """explain_error names lat_vec, changed in place by copy_ after the graph used it, with a no_grad fix."""
@@ -46,7 +45,6 @@ def test_names_the_leaf_that_got_a_grad_fn(how):
            fix=("torch.no_grad()",))
 
 
-@pytest.mark.xfail(strict=True, reason="P3: e.line is the failing backward line, not the copy_ that moved lat_vec")
 def test_traced_line_is_the_copy():
     """With a trace, e.line is the lat_vec.copy_(...) line."""
     expect(explained(leaf_moved_interior, "traced"), line="lat_vec.copy_(decoder_w * 2)")
@@ -57,7 +55,6 @@ def test_note_explains_the_message():
     expect(note(leaf_moved_interior), says=("leaf", "grad_fn", "torch.no_grad()"), never=("does not recognise",))
 
 
-@pytest.mark.xfail(strict=True, reason="P3: the note names chunk_loss, not lat_vec")
 def test_note_names_lat_vec():
     """The note of trace(explain_errors=True) names lat_vec."""
     expect(note(leaf_moved_interior), says=("lat_vec",))

@@ -38,14 +38,12 @@ def test_note_names_pred():
     expect(note(argmax_indices_requires_grad), says=("pred", "integer"))
 
 
-@pytest.mark.xfail(strict=True, reason="P10: the fix 'pred = pred.float().requires_grad_()' makes a disconnected leaf from argmax indices")
 @pytest.mark.parametrize("how", HOW)
 def test_fix_does_not_make_a_disconnected_leaf(how):
     """The fix does not turn the indices into a float leaf; it points at the values (or a soft-argmax)."""
     expect(explained(argmax_indices_requires_grad, how), never_fix=("pred.float().requires_grad_()",), fix=("values",))
 
 
-@pytest.mark.xfail(strict=True, reason="P1: the indices are not recognised as the integer result of max")
 @pytest.mark.parametrize("how", HOW)
 def test_names_max_as_the_integer_op(how):
     """The answer adds cut_by_integer_op: pred holds the indices of torch.max, which carry no gradient."""

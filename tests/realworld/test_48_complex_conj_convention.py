@@ -49,7 +49,6 @@ def test_real_loss_gradient_is_set():
     expect(gl.explain(z, loss), reason="grad_ok", tensor="z")
 
 
-@pytest.mark.xfail(strict=True, reason="P8: the conjugate Wirtinger convention is not mentioned for a complex gradient")
 def test_mentions_the_conjugate_convention():
     """The answer for a complex leaf says PyTorch gives the conjugate (Wirtinger) derivative."""
     dat, x, y = holomorphic()

@@ -47,7 +47,6 @@ def test_says_loss_is_a_python_float(how):
            line=("loss.backward()", "loss, inter_, dist_ap, dist_an = weight_loss(inputs, targets)"))
 
 
-@pytest.mark.xfail(strict=True, reason="P4: the wrong unpacking is not noticed (dist_an, the one tensor with a graph, is not pointed at)")
 def test_points_at_the_tensor_among_the_unpacked_values():
     """The answer points at dist_an, the one unpacked value that is a tensor with a graph."""
     expect(explained(loss_is_float), reason="float_has_no_backward", says=("dist_an",))

@@ -52,14 +52,12 @@ def test_plain_answer_on_dloss_says_it_does_not_require_grad():
     expect(gl.explain(dloss, total), reason="requires_grad_false", tensor="dloss")
 
 
-@pytest.mark.xfail(strict=True, reason="P1: says 'model.weight feeds total, not dloss' and proposes (loss1 + loss2).backward(); total already is the sum")
 def test_plain_answer_does_not_propose_summing_the_losses():
     """Without a trace, the fix does not propose backpropagating a sum of losses."""
     model, dloss, total = argmax_new_tensor_silent()
     expect(gl.explain(model.weight, dloss), never_fix=("(loss1 + loss2).backward()",), not_reasons=("feeds_other_root",))
 
 
-@pytest.mark.xfail(strict=True, reason="P10: the fix proposes dloss.requires_grad_(), which would make a disconnected leaf")
 def test_plain_fix_does_not_make_dloss_a_leaf():
     """Without a trace, the fix for dloss does not propose requires_grad on dloss itself."""
     model, dloss, total = argmax_new_tensor_silent()
