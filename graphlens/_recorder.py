@@ -522,6 +522,8 @@ class Recorder:
             nr = t.output_nr if fn is not None and grad_fn_of(t) is fn else k
             outputs[nr] = i = self.new_tensor(t, op, nr, None, region)
             made.append(i)
+        if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
+            self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
 
