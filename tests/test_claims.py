@@ -294,3 +294,31 @@ def test_check_all_calls_progress_before_each_claim():
     seen = []
     out = claims.check_all(progress=lambda c: seen.append(c.id))
     assert tuple(seen) == IDS == tuple(v.id for v in out)
+
+
+# -- notes on the evidence ---------------------------------------------------------------------
+def test_every_claim_points_at_what_it_is_about(verdicts):
+    """Each of the 25 claims' evidence graphs carries at least one note, on a node of that graph."""
+    for v in verdicts.values():
+        notes = [(g, k) for g in v.evidence for k in g.notes]
+        assert notes, f"{v.id} has no note on its evidence"
+        assert all(k in g for g, k in notes)
+
+
+def test_notes_are_observed_not_written_in():
+    """A detach that copies (clone) changes the notes with the verdict: no 'detach() cut' note,
+    and p1, now reached, gets no 'no path' note."""
+    plain = claims.check("detach.leaf_cut")
+    altered = claims.check("detach.leaf_cut", program=functools.partial(detach.leaf_cut_program, cut=torch.Tensor.clone))
+    text = lambda v: " ".join(t for g in v.evidence for texts in g.notes.values() for t in texts)  # noqa: E731
+    assert "detach() cut here" in text(plain) and "no path from loss" in text(plain)
+    assert altered.status == "refuted"
+    assert "detach() cut here" not in text(altered) and "no path from loss" not in text(altered)
+
+
+def test_accumulation_notes_add_up_the_passes():
+    """The note on a leaf after two backward passes gives its .grad as the sum of what each pass brought."""
+    v = claims.check("accumulate.two_backwards")
+    g = v.evidence[0]
+    (note,) = g.notes[g.find("p1").id]
+    assert note.startswith(f"grad {g.find('p1').grad}") and "(accumulated)" in note and " + " in note

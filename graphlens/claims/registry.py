@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from ..graph import Graph
+from .claim_notes import NOTES
+from .notes import annotate_evidence
 # (the statuses are defined in .status; importable from here as before)
 from .status import ERRATUM, ERROR, HOLDS, NUANCED, REFUTED, STATUSES
 
@@ -94,6 +96,8 @@ class Claim:
     expected: str
     program: Callable[..., Facts] = field(repr=False)
     judge: Judge = field(repr=False)
+    #: the claim's own notes on its evidence graphs, from what the run observed (see claims.notes)
+    notes: Callable[..., Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:
@@ -126,6 +130,8 @@ class Claim:
                 if bad:
                     raise TypeError(f"the evidence of claim {self.id!r} must be graphlens Graphs, not {bad}")
                 status, observed = self.judge(facts)
+                notes = self.notes or NOTES.get(self.id)
+                evidence = tuple(annotate_evidence(g, facts, k, notes) for k, g in enumerate(evidence))
             if status not in STATUSES:
                 raise ValueError(f"the judge of claim {self.id!r} gave status {status!r} (must be one of {list(STATUSES)})")
         except Exception as exc:  # noqa: BLE001 - one broken check must not stop the others
