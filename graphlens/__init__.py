@@ -41,6 +41,8 @@ Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them wi
 from . import claims
 from .explain import Explanation, explain, explain_error
 from ._safety import DeepGraphWarning
+from .compare import Comparison, compare
+from .replay import Replay, replay
 from .graph import Edge, Graph, OpNode, SavedEntry, SavedState, Summary, TensorNode
 from .snapshot import snapshot
 from .trace import Trace, set_error_explainer as _set_error_explainer, trace
@@ -62,6 +64,10 @@ __all__ = [
     "explain_error",
     "Explanation",
     "claims",
+    "compare",
+    "Comparison",
+    "replay",
+    "Replay",
     "DeepGraphWarning",
 ]
 __version__ = "0.1.0"

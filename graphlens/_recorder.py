@@ -105,28 +105,50 @@ def _head(t: _Tensor, shape: Any, limit: int) -> Any:
     return read_head(t, limit)
 
 
-def _flow(rec: "Recorder", j: int, targets: tuple, grad_outputs: tuple) -> None:
-    """The pre-hook body: note that op ``j`` runs now and what flows into each of its
-    recorded outputs.  It reads only a few numbers (made into a Summary later) and
-    returns None: the gradients are untouched."""
-    rec.order.append(j)
-    if targets:
-        flowed, pass_nr, limit = rec.flowed, rec.passes, rec.max_elements
-        n = len(grad_outputs)
+def _grad_head(g: Any, limit: int) -> Any:
+    """What a record keeps of a gradient: its head as numbers (never raises)."""
+    if g is None:
+        return None
+    try:
+        shape = g.shape
+        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
+            return (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))
+    except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
+        pass
+    return read_head(g, limit)
+
+
+def _kept_grad(t: Any, limit: int) -> Any:
+    """The head of ``t.grad`` where torch keeps one (a leaf, or a retain_grad() tensor): never
+    reading the .grad of another non-leaf, which would warn in the user's program."""
+    if t is None or not (t.is_leaf or t.retains_grad):
+        return None
+    return _grad_head(t.grad, limit)
+
+
+def _step(rec: "Recorder", j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    """The post-hook body: op ``j`` has just run.  Note the step (what arrived at the node,
+    what it sent along each of its ``next_functions``), what flowed into each recorded
+    output, and the ``.grad`` of the tensors it writes (a leaf's AccumulateGrad, a
+    ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
+    None, so the gradients are untouched, and it never raises into the user's backward."""
+    try:
+        limit, pass_nr = rec.max_elements, rec.passes
+        arrived = tuple([_grad_head(g, limit) for g in grad_outputs])
+        sent = tuple([_grad_head(g, limit) for g in grad_inputs])
+        k = len(rec.steps)
+        rec.steps.append((j, pass_nr, arrived, sent))
+        rec.order.append(j)
+        n = len(arrived)
         for nr, i in targets:
             if nr < n:
-                g = grad_outputs[nr]
-                if g is None:
-                    flowed.append((i, pass_nr, None))
-                else:
-                    try:  # (a hook must never fail the user's backward)
-                        shape = g.shape
-                        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested:
-                            flowed.append((i, pass_nr, (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))))
-                            continue
-                    except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
-                        pass
-                    flowed.append((i, pass_nr, read_head(g, limit)))
+                rec.flowed.append((i, pass_nr, arrived[nr]))
+        for i in watch:
+            t = rec.refs[i]()
+            if t is not None:
+                rec.writes.append((k, i, _kept_grad(t, limit)))
+    except Exception:  # noqa: BLE001 - recording must never break the user's backward
+        pass
     return None
 
 
@@ -143,7 +165,7 @@ def _saved_entry(row: tuple) -> SavedEntry:
 
 def _note_grad(rec: "Recorder", i: int, grad: Any) -> None:
     """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
-    rec.flowed.append((i, rec.passes, None if grad is None else read_head(grad, rec.max_elements)))
+    rec.flowed.append((i, rec.passes, _grad_head(grad, rec.max_elements)))
     return None
 
 
@@ -182,6 +204,12 @@ class Recorder:
         # with where each pass starts; per pass, whether it kept the graph and finished.
         self.flowed: list[tuple[int, int, Any]] = []
         self.order: list[int] = []
+        # The engine's steps, as they ran: (op, pass, heads arrived, heads sent); the
+        # .grad writes they made: (step, tensor record, head after); and each watched
+        # tensor's .grad as a pass began: {(pass, record): head}.
+        self.steps: list[tuple] = []
+        self.writes: list[tuple] = []
+        self.grad_before: dict[tuple[int, int], Any] = {}
         self.pass_starts: list[int] = []
         self.pass_kept: list[bool] = []
         self.pass_done: list[bool] = []
@@ -644,7 +672,10 @@ class Recorder:
                     var = orec[_VAR]
                     if hook:
                         targets = ((0, var),) if var is not None else tuple(orec[_OUTS].items())
-                        added.append(fn.register_prehook(partial(_flow, self, j, targets)))
+                        watch = (var,) if var is not None else self._retained(orec[_OUTS].values())
+                        for i in watch:
+                            self.grad_before.setdefault((self.passes, i), _kept_grad(self.refs[i](), self.max_elements))
+                        added.append(fn.register_hook(partial(_step, self, j, targets, watch)))
                     if var is not None:
                         expanded.add(j)
                         continue
@@ -680,6 +711,15 @@ class Recorder:
         if hook:
             handles.extend(added)
         return visited
+
+    def _retained(self, records) -> tuple:
+        """The records among ``records`` whose live tensor keeps its grad (``retain_grad()``)."""
+        out = []
+        for i in records:
+            t = self.refs[i]()
+            if t is not None and not t.is_leaf and t.retains_grad:
+                out.append(i)
+        return tuple(out)
 
     def saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:
         """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or

@@ -207,6 +207,16 @@ class Trace:
                 self._rec.scan_names()
             return freeze(self._rec, names=self._names, module=self._module)
 
+    def replay(self):
+        """The backward passes run inside the block, step by step, as PyTorch's engine ran
+        them (a :class:`~graphlens.replay.Replay`): observed with hooks on the real nodes,
+        never recomputed.  Needs ``grads=True`` (the default)."""
+        from .replay import build
+
+        if not self._rec.grads:
+            raise RuntimeError("this trace was made with grads=False, so it saw no backward step: use graphlens.trace()")
+        return build(self._rec, self.graph())
+
     @property
     def backward_passes(self) -> int:
         """How many backward calls ran inside the block."""

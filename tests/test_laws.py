@@ -68,10 +68,10 @@ def test_snapshot_matches_torchviz(program):
 
 
 def test_laws_registry_is_ordered_and_documented():
-    """LAWS lists the ten laws in order, each with a name, a one-line statement and a check."""
-    assert [x.number for x in LAWS] == list(range(1, 11))
+    """LAWS lists the eleven laws in order, each with a name, a one-line statement and a check."""
+    assert [x.number for x in LAWS] == list(range(1, 12))
     assert all(x.statement.endswith(".") and "\n" not in x.statement and callable(x.check) for x in LAWS)
-    assert len({x.name for x in LAWS}) == 10
+    assert len({x.name for x in LAWS}) == 11
 
 
 def test_check_by_name_and_unknown_law():
@@ -80,8 +80,8 @@ def test_check_by_name_and_unknown_law():
                  Step("loss0 = (w0 * 3.0).sum()", "loss", ("w0",), ("loss0",))], losses=["loss0"])
     check("zero-grad", p)
     check(3, p.run())
-    with pytest.raises(ValueError, match="unknown law: 11"):
-        check(11, p)
+    with pytest.raises(ValueError, match="unknown law: 12"):
+        check(12, p)
 
 
 def test_check_all_on_a_users_function_restores_outside_grads():
@@ -98,7 +98,7 @@ def test_check_all_on_a_users_function_restores_outside_grads():
         d = h.detach()
         return (h * scale).sum() + (d * lin.bias).sum()
 
-    assert check_all(loss_fn) == tuple(range(1, 11))
+    assert check_all(loss_fn) == tuple(range(1, 12))
     assert torch.equal(lin.weight.grad, torch.full_like(lin.weight, 7.0))
     assert lin.bias.grad is None
 

@@ -18,7 +18,7 @@ Check your own function with two lines:
 ...     h.retain_grad()
 ...     return h.sum()
 >>> check_all(my_loss)  # returns the laws that were checked, raises LawViolation if one breaks
-(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
 
 Or run every law over random programs with hypothesis (``pip install graphlens[test]``):
 
@@ -60,6 +60,7 @@ from ._base import NOT_DIFFERENTIABLE, TORCH_ISSUES, Law, LawViolation, TorchIss
 from .flags import law_detach_cuts, law_leaf_definition, law_requires_grad_propagates
 from .grads import law_backward_accumulates, law_leaf_grad_iff_reachable, law_nonleaf_grad_iff_retained, law_zero_grad
 from .recording import law_snapshot_is_next_functions, law_transparent, match_snapshot
+from .replay import law_replay_is_the_engine
 from .saved import law_saved_freed
 
 __all__ = [
@@ -79,7 +80,7 @@ __all__ = [
 ]
 
 
-#: The ten laws of the design brief, in order.
+#: The laws of the design brief, in order (law 11: the backward replay).
 LAWS: tuple[Law, ...] = (
     Law(1, "requires-grad-propagates", "An op's output requires grad iff grad mode is on and an input requires grad.", law_requires_grad_propagates),
     Law(2, "leaf-definition", "t.is_leaf == (not t.requires_grad) or (t.grad_fn is None).", law_leaf_definition),
@@ -91,6 +92,7 @@ LAWS: tuple[Law, ...] = (
     Law(8, "transparent", "Grads and values are bitwise identical with and without trace/snapshot.", law_transparent),
     Law(9, "zero-grad", "zero_grad() leaves registered params' grads None (set_to_none=False: zeros).", law_zero_grad),
     Law(10, "saved-freed", "A second backward raises iff something was saved (or a CopySlices ran), unless retain_graph=True.", law_saved_freed),
+    Law(11, "replay-is-the-engine", "A trace's replay is the engine's own order, and each step sent exactly what the node sent.", law_replay_is_the_engine),
 )
 
 

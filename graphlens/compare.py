@@ -1,0 +1,166 @@
+"""Two graphs compared: tensors matched by name, what is only in one, and what changed."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, NamedTuple
+
+from .graph import Graph, OpNode, TensorNode
+from .values import PRECISION
+
+__all__ = ["compare", "Comparison", "Change"]
+
+
+class Change(NamedTuple):
+    """One difference: the node id in the first graph (or None), in the second (or None),
+    and what changed, in words (``"requires_grad True -> False"``)."""
+
+    first: str | None
+    second: str | None
+    text: str
+
+
+def _tensor_keys(g: Graph) -> dict[str, tuple]:
+    """A key per tensor that the same program gives the same tensor in two runs: its name and
+    which occurrence of that name it is, else the op that made it and the position."""
+    keys: dict[str, tuple] = {}
+    seen: dict[tuple, int] = {}
+    for t in g.tensors:
+        if t.name:
+            base: tuple = ("name", t.name)
+        else:
+            op = g.node(t.op).label if t.op is not None else None
+            base = ("made", op, t.output_nr, t.shape, t.dtype)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        keys[t.id] = base + (n,)
+    return keys
+
+
+def _op_keys(g: Graph, tkeys: dict[str, tuple]) -> dict[str, tuple]:
+    keys: dict[str, tuple] = {}
+    seen: dict[tuple, int] = {}
+    adj = g.adjacency
+    for o in g.ops:
+        outs = tuple(tkeys[t] for t in adj.outputs.get(o.id, ()))
+        var = tkeys.get(o.variable) if o.variable else None
+        base = ("op", o.forward or o.name, outs, var)  # (a traced call is the same call, backward node or not)
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        keys[o.id] = base + (n,)
+    return keys
+
+
+def _grad_text(t: TensorNode) -> str:
+    return "None" if t.grad is None else t.grad.format(PRECISION)
+
+
+def _tensor_changes(a: TensorNode, b: TensorNode) -> list[str]:
+    out = []
+    if a.requires_grad != b.requires_grad:
+        out.append(f"requires_grad {a.requires_grad} -> {b.requires_grad}")
+    if a.is_leaf != b.is_leaf:
+        out.append(f"{'leaf' if a.is_leaf else 'non-leaf'} -> {'leaf' if b.is_leaf else 'non-leaf'}")
+    if (a.grad is None) != (b.grad is None) or (a.grad is not None and b.grad is not None and a.grad.head != b.grad.head):
+        out.append(f"grad {_grad_text(a)} -> {_grad_text(b)}")
+    return out
+
+
+class Comparison:
+    """Two graphs side by side (see :func:`compare`): ``matched`` pairs of node ids,
+    ``only_first`` / ``only_second`` node ids, ``changes`` (:class:`Change`)."""
+
+    def __init__(self, first: Graph, second: Graph, labels: tuple[str, str] = ("before", "after")) -> None:
+        if not isinstance(first, Graph) or not isinstance(second, Graph):
+            raise TypeError(
+                f"compare() takes two graphlens Graphs, not {type(first).__name__} and {type(second).__name__}"
+            )
+        if not (isinstance(labels, (tuple, list)) and len(labels) == 2 and all(isinstance(x, str) for x in labels)):
+            raise TypeError(f"labels must be two strings, e.g. labels=('before', 'after'), not {labels!r}")
+        self.first, self.second, self.labels = first, second, tuple(labels)
+        ka, kb = _tensor_keys(first), _tensor_keys(second)
+        ka.update(_op_keys(first, ka))
+        kb.update(_op_keys(second, kb))
+        by_key_b = {k: i for i, k in kb.items()}
+        matched_keys = set(ka.values()) & set(kb.values())
+        self.matched: tuple[tuple[str, str], ...] = tuple(
+            (i, by_key_b[k]) for i, k in ka.items() if k in matched_keys
+        )
+        self.only_first: tuple[str, ...] = tuple(i for i, k in ka.items() if k not in matched_keys)
+        self.only_second: tuple[str, ...] = tuple(i for i, k in kb.items() if k not in matched_keys)
+        changes: list[Change] = []
+        for i, j in self.matched:
+            a, b = first.node(i), second.node(j)
+            if isinstance(a, TensorNode):
+                texts = _tensor_changes(a, b)  # type: ignore[arg-type]
+                if texts:
+                    changes.append(Change(i, j, "; ".join(texts)))
+            elif a.name != b.name:
+                changes.append(Change(i, j, f"backward node {a.name} -> {b.name}"))
+        for i in self.only_first:
+            changes.append(Change(i, None, f"{first.node(i).label}: only in {self.labels[0]}"))
+        for j in self.only_second:
+            changes.append(Change(None, j, f"{second.node(j).label}: only in {self.labels[1]}"))
+        self.changes: tuple[Change, ...] = tuple(changes)
+
+    def __iter__(self) -> Iterator[Change]:
+        return iter(self.changes)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Comparison {self.labels[0]!r} vs {self.labels[1]!r}: {len(self.matched)} matched, "
+            f"{len(self.only_first)} only in {self.labels[0]}, {len(self.only_second)} only in {self.labels[1]}, "
+            f"{sum(1 for c in self.changes if c.first and c.second)} changed>"
+        )
+
+    def annotated(self) -> tuple[Graph, Graph]:
+        """The two graphs with a note on every node that differs (what changed)."""
+        na: dict[str, list[str]] = {}
+        nb: dict[str, list[str]] = {}
+        for c in self.changes:
+            if c.first and c.second:
+                nb.setdefault(c.second, []).append(c.text)
+            elif c.first and isinstance(self.first.node(c.first), TensorNode):
+                na.setdefault(c.first, []).append(c.text)
+            elif c.second and isinstance(self.second.node(c.second), TensorNode):
+                nb.setdefault(c.second, []).append(c.text)
+        return self.first.annotate(na), self.second.annotate(nb)
+
+    # -- drawing (graphlens.render.compare does the work) -------------------------------
+    def to_dot(self, **options: Any):
+        """Both graphs in one ``graphviz.Digraph``, side by side, matching tensors level."""
+        from .render.compare import comparison_dot
+
+        return comparison_dot(self, **options)
+
+    def render(self, path, **options: Any):
+        """Write the side-by-side diagram to ``path`` (svg, png, ... by suffix)."""
+        from .render.output import render_source
+
+        return render_source(self.to_dot(**options).source, path)
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **_):
+        return self.to_dot()._repr_mimebundle_(include, exclude)
+
+
+def compare(first: Graph, second: Graph, *, labels: tuple[str, str] = ("before", "after")) -> Comparison:
+    """Compare two graphs (two runs, before and after a change): tensors and ops are matched
+    by name (and, unnamed, by the op that made them); :attr:`Comparison.changes` lists what
+    is only in one graph and the tensors whose requires_grad, leaf status or ``.grad``
+    differ; :meth:`Comparison.to_dot` draws both side by side with a note on each difference.
+
+    >>> import torch, graphlens as gl
+    >>> p = torch.tensor([1.0], requires_grad=True)
+    >>> with gl.trace() as tr:
+    ...     y = p * 2
+    >>> before = tr.graph()                 # (a graph reads the tensors when it is taken)
+    >>> _ = p.requires_grad_(False)
+    >>> with gl.trace() as tr:
+    ...     y = p * 2
+    >>> for c in gl.compare(before, tr.graph(), labels=("trained", "frozen")):
+    ...     print(c.text)
+    requires_grad True -> False
+    requires_grad True -> False; non-leaf -> leaf
+    backward node MulBackward0 -> None
+    AccumulateGrad: only in trained
+    """
+    return Comparison(first, second, labels)
