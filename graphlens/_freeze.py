@@ -106,6 +106,11 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             op = r[_OP]
             detached = r[_DETACHED_FROM]
             name = tnames.get(i) or rec.inner_names.get(i)
+            if t is None and i in stale:
+                obj = refs_[i]()  # an older version of a live tensor: the same name as its latest
+                given = book.name_of(obj) if obj is not None else None
+                name = given or name
+                obj = None
             m = factory.get(i)
             where = factory_lines.get(i, (None, None))
             extra = dict(

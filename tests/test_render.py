@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from graphlens.render import (
     HIGHLIGHT,
     LEAF_FILL,
     NONLEAF_FILL,
+    PARAM_PERIPHERIES,
     RELEASED,
     LayoutProgramNotFound,
     find_layout_program,
@@ -32,6 +34,7 @@ from graphlens.render import (
     repr_mimebundle,
     to_dot,
 )
+from graphlens.render.rows import MAX_PASSES
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE_GOLDEN = os.environ.get("GRAPHLENS_UPDATE_GOLDEN") == "1"
@@ -554,3 +557,290 @@ def test_flags_must_be_booleans_and_folders_must_exist(tmp_path):
         to_dot(g, legend="no")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         render(g, tmp_path / "missing" / "x.dot")
+
+
+# -- parameters ----------------------------------------------------------------------------------------------
+def traced_linear():
+    """A Linear layer (two parameters) times a plain leaf w that requires grad."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2)
+    with gl.trace(module=lin) as tr:
+        x = torch.randn(4, 3)
+        w = torch.randn(2, requires_grad=True)
+        loss = (lin(x) * w).sum()
+        loss.backward()
+    return tr.graph()
+
+
+def test_parameters_have_a_double_border_and_a_legend_row():
+    """nn.Parameter leaves get a double border (data and function view) and a legend row; other leaves do not."""
+    g = traced_linear()
+    params = [t for t in g.tensors if t.is_parameter]
+    assert len(params) == 2
+    for view in ("data", "function"):
+        source = to_dot(g, view=view).source
+        for p in params:
+            line = node_line(source, p.id)
+            assert f"peripheries={PARAM_PERIPHERIES}" in line and "tooltip=\"" + p.name + ": parameter" in line
+        assert "peripheries" not in node_line(source, g.find("w").id)
+        assert "parameter (nn.Parameter)" in node_line(source, "legend")
+    assert "parameter (nn.Parameter)" not in to_dot(charts.chart(5)).source  # only what the diagram shows
+
+
+# -- wide graphs: a training loop ----------------------------------------------------------------------------
+class _Carry(torch.nn.Module):
+    """An RNN cell whose hidden state is carried on self, and a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = torch.nn.RNNCell(3, 4)
+        self.head = torch.nn.Linear(4, 1)
+        self.hidden = torch.zeros(1, 4)
+
+    def forward(self, x):
+        self.hidden = self.rnn(x, self.hidden)
+        return self.head(self.hidden)
+
+
+def two_iterations(retain: bool = False, module: bool = True):
+    """Two training steps of _Carry with SGD (the second backward fails without retain_graph)."""
+    torch.manual_seed(0)
+    m = _Carry()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    with gl.trace(module=m) if module else gl.trace() as tr:
+        for _ in range(2):
+            loss = m(torch.randn(1, 3)).pow(2).sum()
+            opt.zero_grad()
+            try:
+                loss.backward(retain_graph=retain)
+            except RuntimeError:
+                pass
+            opt.step()
+    return tr.graph()
+
+
+def svg_width_px(svg: str) -> float:
+    return float(re.search(r'<svg [^>]*?width="([\d.]+)pt"', svg).group(1)) * 96 / 72
+
+
+def svg_y(svg: str) -> dict[str, float]:
+    """The vertical position of each node's first text line (smaller: higher up)."""
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"<title>(\w+)</title>.*?<text[^>]*? y=\"(-?[\d.]+)\"", svg, re.S)}
+
+
+@pytest.mark.needs_dot
+@needs_pure
+@pytest.mark.parametrize("retain, module", [(False, True), (True, True), (False, False)])
+def test_a_two_iteration_training_loop_fits_a_laptop_screen_in_time_order(retain, module):
+    """The two-step loop draws under 2,500 px wide (it was 5,500-8,700), iteration 1, optimizer step, iteration 2 top to bottom."""
+    g = two_iterations(retain, module)
+    svg = gl.render.svg(g, engine_binary=_pure())
+    assert svg_width_px(svg) < 2500
+    y = svg_y(svg)
+    loss1, loss2 = (t.id for t in g.tensors if t.name == "loss")
+    step1 = next(o.id for o in g.ops if o.region == "no_grad#0")
+    assert y[loss1] < y[step1] < y[loss2]
+
+
+def test_wide_graphs_get_rows_and_narrow_ones_are_left_to_graphviz():
+    """A wide trace gets edge minlen rows and no shared top rank; the article's charts keep Graphviz's ranks."""
+    source = to_dot(two_iterations()).source
+    assert "minlen=" in source and "{rank=min" not in source and "nodesep=0.15" in source
+    for number in charts.CHARTS:
+        chart = to_dot(charts.chart(number)).source
+        assert "minlen" not in chart and "group=" not in chart and "nodesep=0.3" in chart
+
+
+def test_rows_of_a_wide_graph_are_deterministic_across_processes(tmp_path):
+    """The rows graphlens picks do not depend on Python's hash seed: two processes write the same DOT."""
+    script = tmp_path / "wide.py"
+    script.write_text(
+        "import sys\nsys.path.insert(0, %r)\nimport test_render as t\nprint(t.to_dot(t.two_iterations(True)).source)\n"
+        % str(Path(__file__).parent),
+        encoding="utf-8",
+    )
+    outputs = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, check=True)
+        outputs.add(run.stdout)
+    assert len(outputs) == 1 and "minlen=" in outputs.pop()
+
+
+def test_thousands_of_leaves_feeding_one_op_keep_graphviz_ranks():
+    """Rows for 2,000 leaves would make Graphviz lay out tens of thousands of edge bends: it ranks them itself."""
+    xs = [torch.randn(2, requires_grad=True) for _ in range(2000)]
+    with gl.trace() as tr:
+        torch.stack(xs).sum().backward()
+    assert "minlen" not in to_dot(tr.graph()).source
+    with gl.trace() as tr:
+        torch.stack(xs[:200]).sum().backward()
+    lengths = [int(n) for n in re.findall(r"minlen=(\d+)", to_dot(tr.graph()).source)]
+    assert lengths and sum(n - 1 for n in lengths) <= MAX_PASSES
+
+
+def test_a_submodule_run_twice_gets_one_box_per_run():
+    """depth=1 on the two-step loop draws rnn #1, head #1 and rnn #2, head #2, and no box feeds itself."""
+    g = two_iterations()
+    source = to_dot(g, depth=1).source
+    for title in ("rnn #1", "rnn #2", "head #1", "head #2"):
+        assert f"<B>{title}</B>" in source
+    succ: dict[str, set] = {}
+    for line in edge_lines(source):
+        if "style=invis" not in line:
+            src, dst = line.split(" [")[0].split(" -> ")
+            succ.setdefault(src, set()).add(dst)
+    state: dict[str, int] = {}
+
+    def acyclic(n: str) -> bool:
+        state[n] = 1
+        for m in succ.get(n, ()):
+            if state.get(m) == 1 or (m not in state and not acyclic(m)):
+                return False
+        state[n] = 2
+        return True
+
+    assert all(acyclic(n) for n in list(succ) if n not in state)
+    single = to_dot(traced_model(), depth=1).source  # modules run once keep their plain names
+    assert "<B>0</B>" in single and "#1" not in single
+
+
+# -- every edge names a declared node ---------------------------------------------------------------------------
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def _forget_call(g: Graph, forward: str) -> Graph:
+    """``g`` as a trace that saw the call ``forward`` only as its output's grad_fn (no forward
+    name, no inputs): how a trace records a call it does not intercept."""
+    op = next(o for o in g.ops if o.forward == forward)
+    ops = [o._replace(forward=None) if o is op else o for o in g.ops]
+    edges = [e for e in g.edges if not (e.kind == "input" and e.dst == op.id)]
+    return Graph(g.tensors, ops, edges, [r.id for r in g.roots], source=g.source)
+
+
+def _complex():
+    with gl.trace() as tr:
+        z = torch.tensor([1 + 2j, 3 - 1j], requires_grad=True)
+        loss = (z * z.conj()).real.sum()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss)
+
+
+def _transformer():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    with gl.trace(module=layer) as tr:
+        loss = layer(torch.randn(2, 3, 8)).pow(2).mean()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss, module=layer)
+
+
+def _lstm():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    with gl.trace(module=lstm) as tr:
+        out, (h, _) = lstm(torch.randn(2, 5, 3))
+        loss = out.sum() + h.sum()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss, module=lstm)
+
+
+def _custom_function():
+    with gl.trace() as tr:
+        x = torch.randn(3, requires_grad=True)
+        loss = _Square.apply(x).sum()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss)
+
+
+def _in_place():
+    with gl.trace() as tr:
+        w = torch.randn(4, requires_grad=True)
+        a = w * 2
+        a[1:3].mul_(3)
+        a.add_(1)
+        a.view(2, 2)[0, 0] = 5.0
+        loss = a.sum()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss)
+
+
+def _detach_and_no_grad():
+    with gl.trace() as tr:
+        w = torch.randn(3, requires_grad=True)
+        h = w.exp()
+        d = h.detach()
+        with torch.no_grad():
+            m = h * 2
+            w.add_(1)
+        loss = (h * d * m).sum()
+        loss.backward()
+    return tr.graph(), gl.snapshot(loss)
+
+
+PROGRAMS = {
+    "complex": _complex,
+    "complex_without_recorded_real": lambda: (_forget_call(_complex()[0], "real"), _complex()[1]),
+    "transformer": _transformer,
+    "lstm": _lstm,
+    "custom_function": _custom_function,
+    "in_place": _in_place,
+    "detach_and_no_grad": _detach_and_no_grad,
+    "two_iterations": lambda: (two_iterations(True), two_iterations()),
+}
+
+
+def declared_and_used(source: str) -> tuple[set, set]:
+    """The node ids a DOT text declares, and those its edges use."""
+    declared = set(re.findall(r"^\s*(\w+) \[", source, re.M))
+    used = set()
+    for src, dst in re.findall(r"^\s*(\w+) -> (\w+)", source, re.M):
+        used.update((src, dst))
+    return declared, used
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_every_node_an_edge_uses_is_declared(program):
+    """For traced and snapshotted programs, in every view, each node id an edge of the DOT names is a declared node."""
+    traced, snapped = PROGRAMS[program]()
+    for g in (traced, snapped):
+        for options in ({}, {"view": "function"}, {"depth": 1}, {"max_nodes": 10}, {"direction": "backward"}):
+            declared, used = declared_and_used(to_dot(g, **options).source)
+            assert used <= declared, (program, g.source, options, sorted(used - declared))
+
+
+def test_a_call_the_trace_saw_only_as_a_grad_fn_is_joined_through_hidden_ops():
+    """The complex example recorded without its .real call: SelectBackward0's input is found through the
+    hidden ViewAsRealBackward0, as the recorded tensor that op stands for (no bare 'op4' node)."""
+    traced, _ = _complex()
+    g = _forget_call(traced, "real")
+    select = next(o for o in g.ops if o.name == "SelectBackward0")
+    hidden = next(o for o in g.ops if o.name == "ViewAsRealBackward0")
+    source = to_dot(g).source
+    declared, used = declared_and_used(source)
+    assert used <= declared and hidden.id not in used
+    # loss <- sum <- select <- (view_as_real, hidden) <- mul: the mul's recorded output feeds select
+    mul_out = next(t for t in g.tensors if t.op is not None and g.node(t.op).name == "MulBackward0")
+    edge_line(source, mul_out.id, select.id)
+
+
+def test_labels_name_tensors_and_never_print_an_id_where_a_name_exists():
+    """Every named tensor's label shows its name and not its id; saved rows name the saved tensor."""
+    g = traced_linear()
+    source = to_dot(g, saved=True).source
+    for t in g.tensors:
+        label = node_line(source, t.id).split(" [label=", 1)[1]
+        if t.name:
+            assert f"<B>{t.name}</B>" in label and f">{t.id}<" not in label
+        if t.name:
+            assert f"= {t.id}:" not in source  # a saved row names it too
+    assert "saved mat1 = x: freed" in source and "saved other = w: freed" in source

@@ -6,6 +6,7 @@ The package face; the work is done in one module per concern:
 - :mod:`~graphlens.render.labels`: node labels and how record values become text;
 - :mod:`~graphlens.render.scene`: the nodes and edges of the data and function views;
 - :mod:`~graphlens.render.collapse`: submodule boxes and chains of repeated ops;
+- :mod:`~graphlens.render.rows`: the rows of wide diagrams (a training loop, many leaves);
 - :mod:`~graphlens.render.legend` and :mod:`~graphlens.render.dot`: the DOT text;
 - :mod:`~graphlens.render.draw`: :func:`to_dot`, checking its options;
 - :mod:`~graphlens.render.output`: layout programs, files, SVG and notebooks.
@@ -42,6 +43,7 @@ from .style import (  # noqa: F401
     NONLEAF_FILL,
     OP_BORDER,
     OP_FILL,
+    PARAM_PERIPHERIES,
     PLAIN_BORDER,
     REGION,
     RELEASED,

@@ -41,19 +41,26 @@ def _scope_box(scope: str | None, depth: int) -> str | None:
 
 
 _REGION_SEP = "\x00"
+_CALL_SEP = "\x01"
 
 
 def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]:
-    """node id -> submodule box name, for nodes collapsed at ``depth``."""
-    box: dict[str, str] = {}
+    """node id -> submodule box name, for nodes collapsed at ``depth``.  A submodule that
+    ran more than once (each iteration of a training loop, each step of an unrolled RNN)
+    gets one box per run, where the runs share nothing but parameters: one box for all
+    would be drawn feeding itself.  A box needs an op: tensors alone stay visible."""
+    scoped: dict[str, str] = {}
     for n in nodes:
         if n.kind == "tensor" and n.named and not n.param:
             continue  # the program's own variables stay visible between the boxes
         b = _scope_box(n.scope, depth)
         if b is not None:
             # A submodule run inside no_grad is a different box from its training run.
-            box[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
-    # A parameter without a scope folds into the one box that consumes it.
+            scoped[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
+    by_id = {n.id: n for n in nodes}
+    params = {nid for nid in scoped if by_id[nid].kind == "tensor" and by_id[nid].param}
+    box = _runs({nid: b for nid, b in scoped.items() if nid not in params}, nodes, edges)
+    # A parameter folds into the one box that consumes it (with its own scope or none).
     consumers: dict[str, set] = {}
     for e in edges:
         if e.kind != "detach":
@@ -64,9 +71,39 @@ def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]
         targets = consumers.get(n.id)
         if targets and len(targets) == 1:
             (b,) = targets
-            if b is not None:
+            if b is not None and (n.id not in scoped or b.partition(_CALL_SEP)[0] == scoped[n.id]):
                 box[n.id] = b
-    return box
+    with_ops = {b for nid, b in box.items() if by_id[nid].kind != "tensor"}
+    return {nid: b for nid, b in box.items() if b in with_ops}
+
+
+def _runs(box: dict[str, str], nodes: list[Node], edges: list[Edge]) -> dict[str, str]:
+    """``box`` with each box split into its runs (the pieces its members' edges join),
+    numbered in graph order when there is more than one."""
+    parent = {nid: nid for nid in box}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for e in edges:
+        b = box.get(e.src)
+        if b is not None and box.get(e.dst) == b:
+            ra, rb = find(e.src), find(e.dst)
+            if ra != rb:
+                parent[rb] = ra
+    pieces: dict[str, list[str]] = {}  # box -> its pieces' roots, in graph order
+    for n in nodes:
+        b = box.get(n.id)
+        if b is not None and find(n.id) not in pieces.setdefault(b, []):
+            pieces[b].append(find(n.id))
+    out: dict[str, str] = {}
+    for nid, b in box.items():
+        roots = pieces[b]
+        out[nid] = b if len(roots) == 1 else f"{b}{_CALL_SEP}{roots.index(find(nid)) + 1}"
+    return out
 
 
 def _count_after(nodes: list[Node], box: Mapping[str, str]) -> int:
@@ -107,7 +144,10 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         detail = plural(n_ops, "op") + (", " + plural(n_tensors, "tensor") if n_tensors else "")
         hl = any(m.hl for m in group)
         rg = any(m.rg for m in group)
-        title, _, region = b.partition(_REGION_SEP)
+        head, _, run = b.partition(_CALL_SEP)
+        title, _, region = head.partition(_REGION_SEP)
+        if run:
+            title = f"{title} #{run}"
         label = (
             f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1"><TR><TD><B>{esc(title)}</B></TD></TR>'
             f'<TR><TD><FONT POINT-SIZE="9" COLOR="#444444">{esc(detail)}</FONT></TD></TR></TABLE>>'

@@ -10,6 +10,7 @@ import graphviz
 from ..graph import Graph
 from .labels import printable
 from .legend import legend_label
+from .rows import NODESEP, legend_width, plan_rows
 from .scene import Edge, Node, Options
 from .style import DETACH, FONT, HIGHLIGHT, REGION
 
@@ -97,7 +98,8 @@ def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
 
 def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str) -> graphviz.Digraph:
     """The Digraph named ``name`` of the (collapsed) scene: nodes in forward order, no_grad regions
-    as dashed clusters, edges styled by kind and direction, ranks and the legend."""
+    as dashed clusters, edges styled by kind and direction, ranks and the legend.  A diagram
+    too wide for a screen gets the rows :func:`~graphlens.render.rows.plan_rows` picks."""
     dot = Diagram(
         name=name,
         graph_attr={
@@ -112,6 +114,11 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         edge_attr={"fontname": FONT, "fontsize": "9", "color": "#444444", "arrowsize": "0.7"},
     )
     nodes = topological(nodes, edges)
+    legend = legend_label(nodes, edges, graph, o) if o.legend else None
+    rows = plan_rows(nodes, edges, legend=legend_width(legend) if legend else 0.0)
+    if rows is not None:
+        dot.graph_attr["nodesep"] = NODESEP
+    spine = rows.spine if rows is not None else frozenset()
     body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
     regions: dict[str, list[Node]] = {}
     for n in nodes:
@@ -119,7 +126,7 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
             regions.setdefault(n.region, []).append(n)
     for n in nodes:
         if not n.region:
-            body.append(f"\t{quote(n.id)}{attr_list(n.label, n.attrs)}\n")
+            body.append(f"\t{quote(n.id)}{attr_list(n.label, {**n.attrs, 'group': 'spine'} if n.id in spine else n.attrs)}\n")
     for region, members in regions.items():
         kind = region.partition("#")[0]
         cid = "cluster_" + "".join(c if c.isalnum() else "_" for c in region)
@@ -132,7 +139,10 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         body.append(f"\t\t{quote(title)}{attr_list(kind, title_attrs)}\n")
         for n in members:
             body.append(f"\t\t{quote(n.id)}{attr_list(n.label, n.attrs)}\n")
-        body.append(f"\t\t{quote(title)} -> {quote(members[0].id)}{attr_list(None, {'style': 'invis'})}\n")
+        above = {"style": "invis"}
+        if rows is not None and region in rows.titles:
+            above["minlen"] = str(max(1, rows.titles[region] - rows.level[members[0].id]))
+        body.append(f"\t\t{quote(title)} -> {quote(members[0].id)}{attr_list(None, above)}\n")
         body.append("\t}\n")
     backward = o.direction == "backward"
     for e in edges:
@@ -145,15 +155,22 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
             attrs["dir"] = "back"
         if e.hl:
             attrs.update(color=HIGHLIGHT, penwidth="2.5")
+        if rows is not None and rows.minlen(e.src, e.dst) > 1:
+            attrs["minlen"] = str(rows.minlen(e.src, e.dst))
         label = attrs.pop("label", None)
         body.append(f"\t{quote(e.src)} -> {quote(e.dst)}{attr_list(label, attrs)}\n")
-    for rank in ("min", "max"):
+    if rows is not None:
+        for a, b in rows.links:
+            body.append(f"\t{quote(a)} -> {quote(b)}{attr_list(None, {'style': 'invis', 'weight': '0', 'minlen': str(rows.minlen(a, b))})}\n")
+        for a, b in rows.aligned:
+            body.append(f"\t{quote(a)} -> {quote(b)}{attr_list(None, {'style': 'invis', 'minlen': str(rows.minlen(a, b))})}\n")
+    for rank in ("min", "max") if rows is None else ():  # rows graphlens chose say where everything goes
         ids = [n.id for n in nodes if n.rank == rank and not n.region]
         if ids:
             body.append("\t{rank=" + rank + "; " + "; ".join(map(quote, ids)) + "}\n")
-    if o.legend:
-        legend = legend_label(nodes, edges, graph, o)
-        if legend is not None:
-            legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
-            body.append(f"\tlegend{attr_list(legend, legend_attrs)}\n")
+    if legend is not None:
+        legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
+        body.append(f"\tlegend{attr_list(legend, legend_attrs)}\n")
+        if rows is not None and rows.legend_beside is not None:
+            body.append(f"\t{{rank=same; legend; {quote(rows.legend_beside)}}}\n")
     return dot

@@ -16,6 +16,7 @@ from .style import (
     NONLEAF_FILL,
     OP_BORDER,
     OP_FILL,
+    PARAM_PERIPHERIES,
     PLAIN_BORDER,
     REGION,
     RELEASED,
@@ -42,6 +43,13 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options)
         rows.append(swatch(NONLEAF_FILL, PLAIN_BORDER, 1, "non-leaf tensor"))
     if any(n.rg for n in nodes):
         rows.append(swatch(NONLEAF_FILL, GRAD_BORDER, 3, "requires grad"))
+    if any(n.attrs.get("peripheries") == PARAM_PERIPHERIES for n in drawn):
+        # a double border, drawn as a cell inside a framed table (a cell has one border)
+        rows.append(
+            f'<TR><TD><TABLE BORDER="1" COLOR="{PLAIN_BORDER}" CELLBORDER="1" CELLSPACING="1" CELLPADDING="0">'
+            f'<TR><TD BGCOLOR="{LEAF_FILL}" COLOR="{PLAIN_BORDER}" WIDTH="16" HEIGHT="6" FIXEDSIZE="TRUE"></TD></TR></TABLE></TD>'
+            '<TD ALIGN="LEFT">parameter (nn.Parameter)</TD></TR>'
+        )
     if "op" in kinds:
         what = " (forward / backward name)" if o.view == "data" else " (backward node)"
         rows.append(swatch(OP_FILL, OP_BORDER, 1, "operation" + what))

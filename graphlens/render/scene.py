@@ -8,7 +8,7 @@ import graphviz
 
 from ..graph import Graph, OpNode, TensorNode
 from .labels import op_label, op_text, tensor_label
-from .style import GRAD_BORDER, HIGHLIGHT, LEAF_FILL, NONLEAF_FILL, OP_BORDER, OP_FILL, PLAIN_BORDER
+from .style import GRAD_BORDER, HIGHLIGHT, LEAF_FILL, NONLEAF_FILL, OP_BORDER, OP_FILL, PARAM_PERIPHERIES, PLAIN_BORDER
 
 __all__ = ["Node", "Edge", "Options", "tensor_node", "op_node", "data_scene", "function_scene"]
 
@@ -78,11 +78,14 @@ def tensor_node(t: TensorNode, o: Options, node_id: str | None = None, *, chaina
         "color": GRAD_BORDER if t.requires_grad else PLAIN_BORDER,
         "penwidth": "3" if t.requires_grad else "1",
     }
+    if t.is_parameter:
+        attrs["peripheries"] = PARAM_PERIPHERIES
     if hl:
         attrs["color"] = HIGHLIGHT
         attrs["penwidth"] = "3.5"
     label = tensor_label(t, values=o.values, grads=o.grads, max_elements=o.max_elements, hl=hl, precision=o.precision)
-    tooltip = f"{t.label}: {'leaf' if t.is_leaf else 'non-leaf'}, requires_grad={t.requires_grad}"
+    kind = "parameter" if t.is_parameter else "leaf" if t.is_leaf else "non-leaf"
+    tooltip = f"{t.label}: {kind}, requires_grad={t.requires_grad}"
     attrs["tooltip"] = graphviz.nohtml(tooltip)
     sig = "" if chainable and t.name is None and not t.is_leaf and t.grad is None and not hl else None
     return Node(node_id or t.id, "tensor", label, attrs, region=t.region, scope=t.scope, sig=sig, hl=hl,

@@ -13,6 +13,7 @@ __all__ = [
     "NONLEAF_FILL",
     "GRAD_BORDER",
     "PLAIN_BORDER",
+    "PARAM_PERIPHERIES",
     "OP_FILL",
     "OP_BORDER",
     "RELEASED",
@@ -43,6 +44,7 @@ LEAF_FILL = "#c8ebc4"  # green: leaf tensor
 NONLEAF_FILL = "#ffffff"  # white: non-leaf tensor
 GRAD_BORDER = "#f28c28"  # thick orange border: requires_grad
 PLAIN_BORDER = "#555555"
+PARAM_PERIPHERIES = "2"  # double border: an nn.Parameter (a weight the model holds)
 OP_FILL = "#ececec"  # small grey rounded box: operation
 OP_BORDER = "#9e9e9e"
 RELEASED = "#8c8c8c"  # grey italic: a gradient that flowed and was released
