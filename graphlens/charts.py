@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from . import claims
 from .graph import Graph
@@ -42,9 +42,52 @@ def article_example(*, detach: bool = True) -> Graph:
     return evidence("detach.leaf_cut" if detach else "leaf.derived_nonleaf")
 
 
+def _flag(g: Graph, name: str, when: Callable[[Any], bool], text: str) -> dict:
+    """``{name: text}`` when the tensor ``name`` of ``g`` is there and ``when(it)`` holds."""
+    try:
+        t = g.find(name)
+    except KeyError:
+        return {}
+    return {name: text} if when(t) else {}
+
+
+def _points(number: int, g: Graph) -> dict:
+    """The talking points of chart ``number``'s section, each shown only where the graph bears it out."""
+    if number == 1:
+        return {
+            **_flag(g, "x1", lambda t: not t.requires_grad, "input data: no gradient needed"),
+            **_flag(g, "p1", lambda t: t.grad is not None, "a weight: training needs dloss/dp1"),
+        }
+    if number == 2:
+        return {
+            **_flag(g, "xx", lambda t: t.is_leaf, "a leaf, though an op made it: x needs no grad"),
+            **_flag(g, "loss", lambda t: not t.is_leaf, "non-leaf: it has a grad_fn"),
+        }
+    if number == 3:
+        return {
+            **_flag(g, "y1", lambda t: t.requires_grad, "requires grad: p1 flows into it"),
+            **_flag(g, "x", lambda t: not t.requires_grad, "off every path from p1/p2"),
+        }
+    if number == 4:
+        return {
+            **_flag(g, "loss1", lambda t: True, "trains p1 only"),
+            **_flag(g, "loss2", lambda t: True, "trains p2 only: y2d is cut from p1"),
+        }
+    if number == 5:
+        return {
+            **_flag(g, "xb", lambda t: True, "the second pass: same weights, new data"),
+        }
+    if number == 6:
+        return {
+            **_flag(g, "p1", lambda t: t.grad is not None, "a leaf: its grad stays after backward"),
+        }
+    return {}
+
+
 def _chart(number: int, section: str, title: str, claim: str, caption: str, index: int = 0) -> Chart:
     def build() -> Graph:
-        return evidence(claim, index)
+        g = evidence(claim, index)
+        return g.annotate(_points(number, g))
 
     build.__name__ = build.__qualname__ = f"chart{number}"
     build.__doc__ = caption

@@ -64,6 +64,8 @@ figure svg { max-width:100%; max-height:900px; width:auto; height:auto; }
 .figures { display:flex; flex-wrap:wrap; gap:12px; justify-content:center; align-items:flex-end; }
 .figures figure { flex: 1 1 280px; }
 .claim figure svg { max-height:820px; }
+.figures figure.wide { flex: 1 1 100%; width: min(1400px, 96vw); margin-left: calc(50% - min(700px, 48vw)); }
+.claim figure.wide svg { max-height: 1100px; }
 figcaption { color:#555; font-size:13px; }
 .chart { background:#fff; border:1px solid #dcdfe4; border-radius:10px; padding:14px; margin: 10px 0; }
 .nodiagram { color:#777; font-style: italic; font-size: 14px; }
@@ -101,9 +103,36 @@ def _inline_svg(graph: Graph, **options) -> str:
     return text[start:] if start >= 0 else text
 
 
+def _inline_svg_of(source: str) -> str:
+    """DOT source as inline SVG (see _inline_svg)."""
+    from .render import LayoutProgramNotFound
+    from .render.output import _fit_width, layout
+
+    try:
+        text = _fit_width(layout(source, "svg").decode("utf-8"))
+    except LayoutProgramNotFound as exc:
+        return f'<p class="nodiagram">{_esc(exc)}</p>'
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
 def _claim_html(claim: claims.Claim, verdict: claims.Verdict) -> str:
     figures = []
+    shown: set[int] = set()
+    pair = claim.compare
+    if pair is not None and max(pair[0], pair[1]) < len(verdict.evidence):
+        from .compare import compare
+
+        i, j, a, b = pair
+        cmp = compare(verdict.evidence[i], verdict.evidence[j], labels=(a, b))
+        figures.append(
+            f"<figure class=\"wide\">{_inline_svg_of(cmp.to_dot(legend=False).source)}<figcaption>the two graphs this check "
+            f"recorded, side by side: notes say what differs</figcaption></figure>"
+        )
+        shown = {i, j}
     for k, graph in enumerate(verdict.evidence):
+        if k in shown:
+            continue
         figures.append(
             f"<figure>{_inline_svg(graph, legend=False)}<figcaption>the graph this check recorded"
             f"{f' ({k + 1} of {len(verdict.evidence)})' if len(verdict.evidence) > 1 else ''}</figcaption></figure>"

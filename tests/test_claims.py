@@ -48,12 +48,16 @@ def test_every_chart_is_illustrated_by_some_claim():
 
 
 def test_each_chart_draws_the_evidence_of_a_claim_that_illustrates_it():
-    """charts.chart(n) is the evidence graph of the claim CHARTS[n] names, a claim of chart n."""
+    """charts.chart(n) is the evidence graph of the claim CHARTS[n] names, a claim of chart n,
+    with the claim's notes and the chart's talking points on it."""
     from graphlens import charts
 
     for number, entry in charts.CHARTS.items():
         assert claims.get(entry.claim).chart == number
-        assert charts.chart(number) == claims.check(entry.claim).evidence[entry.evidence]
+        chart, ev = charts.chart(number), claims.check(entry.claim).evidence[entry.evidence]
+        assert (chart.tensors, chart.ops, chart.edges) == (ev.tensors, ev.ops, ev.edges)
+        assert all(set(texts) <= set(chart.notes[k]) for k, texts in ev.notes.items())
+        assert len(chart.notes) > len(ev.notes) or any(len(chart.notes[k]) > len(v) for k, v in ev.notes.items())
 
 
 @pytest.mark.parametrize(

@@ -256,8 +256,8 @@ def test_legend_on_by_default_and_can_be_turned_off():
 def test_direction_backward_points_arrows_the_way_gradients_flow():
     """direction='backward' keeps the layout and reverses every arrow of the flow."""
     g = charts.chart(1)
-    forward = edge_lines(to_dot(g, legend=False).source)
-    backward = edge_lines(to_dot(g, legend=False, direction="backward").source)
+    forward = edge_lines(to_dot(g, legend=False, notes=False).source)
+    backward = edge_lines(to_dot(g, legend=False, notes=False, direction="backward").source)
     assert len(forward) == len(backward)
     assert all("dir=back" in line for line in backward) and not any("dir=" in line for line in forward)
 

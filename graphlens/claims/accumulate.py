@@ -28,6 +28,7 @@ def two_backwards_program(*, between=None) -> dict:
         yb = xb * p1 + p2
         loss2 = torch.sigmoid(yb).sum()
         loss1.backward()
+        after_one = tr.graph()  # (a graph reads the tensors when it is taken)
         if between is not None:
             between(p1, p2)
         loss2.backward()
@@ -38,7 +39,7 @@ def two_backwards_program(*, between=None) -> dict:
     (torch.sigmoid(xa * q1 + q2).sum() + torch.sigmoid(xb * q1 + q2).sum()).backward()
     summed = {"p1": grad_of(q1), "p2": grad_of(q2)}
     bitwise = all(torch.equal(torch.tensor(separate[k]), torch.tensor(summed[k])) for k in separate if separate[k] and summed[k])
-    return {"two_backwards": separate, "backward_of_sum": summed, "bitwise_equal": bitwise, "evidence": (tr.graph(),)}
+    return {"two_backwards": separate, "backward_of_sum": summed, "bitwise_equal": bitwise, "evidence": (tr.graph(), after_one)}
 
 
 def two_backwards_judge(facts: dict) -> tuple[str, str]:
@@ -140,6 +141,7 @@ CLAIMS = (
         expected="the grads of loss1.backward(); loss2.backward() equal those of (loss1 + loss2).backward()",
         program=two_backwards_program,
         judge=two_backwards_judge,
+        compare=(1, 0, "after loss1.backward()", "after loss2.backward() too"),
     ),
     Claim(
         id="accumulate.without_zero_grad",

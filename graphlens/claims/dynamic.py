@@ -64,5 +64,6 @@ CLAIMS = (
         expected="each op adds its backward node at the moment it runs; runs taking different branches record different graphs",
         program=dynamic_program,
         judge=dynamic_judge,
+        compare=(0, 1, "run 1: x1 = [1, 2]", "run 2: x1 = [-1, -2]"),
     ),
 )

@@ -116,11 +116,13 @@ def freeze_all_same_program() -> dict:
                 out = model(inp)
         return out, {"requires_grad": out.requires_grad, "grad_fn": fn_name(out), "saved_bytes": meter.bytes}
 
-    out_ng, ng = run(x, "no_grad")
+    with trace() as seen_ng:
+        out_ng, ng = run(x, "no_grad")
     out_ng_input, ng_input = run(x_needs_grad, "no_grad")
     for p in model.parameters():
         p.requires_grad_(False)
-    out_fr, frozen = run(x, "frozen")
+    with trace() as seen_fr:
+        out_fr, frozen = run(x, "frozen")
     out_fr_input, frozen_input = run(x_needs_grad, "frozen")
     still_frozen = sum(not p.requires_grad for p in model.parameters())
     graph = snapshot(out_fr_input, module=model)
@@ -132,7 +134,7 @@ def freeze_all_same_program() -> dict:
         "same_output": same(values(out_ng), values(out_fr)),
         "parameters_still_frozen_afterwards": still_frozen,
         "parameters": sum(1 for _ in model.parameters()),
-        "evidence": (graph,),
+        "evidence": (seen_ng.graph(), seen_fr.graph(), graph),
     }
 
 
@@ -189,5 +191,6 @@ CLAIMS = (
         expected="same outputs, no grad_fn and nothing saved either way",
         program=freeze_all_same_program,
         judge=freeze_all_same_judge,
+        compare=(0, 1, "under torch.no_grad()", "parameters frozen instead"),
     ),
 )

@@ -98,6 +98,9 @@ class Claim:
     judge: Judge = field(repr=False)
     #: the claim's own notes on its evidence graphs, from what the run observed (see claims.notes)
     notes: Callable[..., Any] | None = field(default=None, repr=False)
+    #: for a claim about a difference: ``(i, j, label_i, label_j)``, the two evidence graphs to
+    #: draw side by side (graphlens.compare)
+    compare: tuple[int, int, str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.section not in SECTIONS:

@@ -113,8 +113,7 @@ def nonleaf_locked_judge(facts: dict) -> tuple[str, str]:
 
 
 # -- requires_grad.freeze_leaf ---------------------------------------------------------------
-def freeze_leaf_program(*, freeze: bool = True) -> dict:
-    """Switch p1.requires_grad off before the forward pass, then run backward."""
+def _freeze_leaf_run(freeze: bool):
     with trace() as tr:
         p1 = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
         p2 = torch.tensor([1.1, 2.2, 3.3], requires_grad=True)
@@ -129,11 +128,19 @@ def freeze_leaf_program(*, freeze: bool = True) -> dict:
         loss = y4.mean()
         loss.backward()
     named = {"p1": p1, "y1": y1, "y2": y2, "y3": y3, "loss": loss}
+    return named, p1, p2, tr.graph()
+
+
+def freeze_leaf_program(*, freeze: bool = True) -> dict:
+    """Switch p1.requires_grad off before the forward pass, then run backward (and run the
+    same program once without freezing, to compare)."""
+    *_, before = _freeze_leaf_run(False)
+    named, p1, p2, after = _freeze_leaf_run(freeze)
     return {
         "requires_grad": {n: t.requires_grad for n, t in named.items()},
         "p1.grad": grad_of(p1),
         "p2.grad": grad_of(p2),
-        "evidence": (tr.graph(),),
+        "evidence": (after, before),
     }
 
 
@@ -173,5 +180,6 @@ CLAIMS = (
         expected="p1.grad None, y1 and y2 requires_grad False, p2 still gets a gradient",
         program=freeze_leaf_program,
         judge=freeze_leaf_judge,
+        compare=(1, 0, "p1 requires grad", "p1.requires_grad_(False) first"),
     ),
 )

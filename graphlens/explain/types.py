@@ -85,6 +85,19 @@ def _md(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
 
 
+#: What a diagram's note says at the node where each cause happens.
+_NOTE_WORDS = {
+    "cut_by_integer_op": "integer result, no gradient passes: cut here",
+    "cut_by_python_value": "value left the graph here: cut",
+    "cut_by_detach": "detach() cut here",
+    "cut_by_no_grad": "made under no_grad: cut here",
+    "rebound_leaf": "the variable was rebound here: a new tensor",
+    "inplace_saved": "changed in place here, after it was saved",
+    "created_in_no_grad": "made under no_grad: no graph",
+    "modified_through_data": "changed through .data: gradient silently wrong",
+}
+
+
 class Explanation:
     """The answer of :func:`explain` / :func:`explain_error`.
 
@@ -169,6 +182,14 @@ class Explanation:
         body = f"<p>{html.escape(' '.join(self.sentences))}</p>"
         return body + (f"<p><b>Fix:</b> {html.escape(self.fix)}</p>" if self.fix else "")
 
+    def cause_note(self) -> str:
+        """A few words for the node where the cause is (what a diagram puts beside it)."""
+        code = next((r for r in reversed(self.reasons) if r in _NOTE_WORDS), self.reasons[0])
+        words = _NOTE_WORDS.get(code, REASONS.get(code, code))
+        op = f"{self.op}: " if self.op and code not in ("rebound_leaf",) else ""
+        where = f" (line {self.lineno})" if self.lineno else ""
+        return f"{op}{words}{where}"
+
     _repr_markdown_ = to_markdown
     _repr_html_ = to_html
 
@@ -181,6 +202,8 @@ class Explanation:
             )
         extra = tuple(opts.pop("highlight", None) or ())
         highlight = self.highlight + extra
+        if "notes" not in opts and self.cause is not None and self.cause in self.graph:
+            opts["notes"] = {self.cause: self.cause_note()}
         method = getattr(self.graph, "to_dot", None)
         if method is not None:
             return method(highlight=highlight, **opts)

@@ -9,6 +9,7 @@ import graphviz
 
 from ..graph import Graph
 from .labels import printable
+from .notes import note_lines
 from .legend import legend_label
 from .rows import NODESEP, legend_width, plan_rows
 from .scene import Edge, Node, Options
@@ -96,7 +97,7 @@ def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
     return " [" + " ".join(parts) + "]" if parts else ""
 
 
-def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str) -> graphviz.Digraph:
+def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str, notes=None, prefix: str = "") -> graphviz.Digraph:
     """The Digraph named ``name`` of the (collapsed) scene: nodes in forward order, no_grad regions
     as dashed clusters, edges styled by kind and direction, ranks and the legend.  A diagram
     too wide for a screen gets the rows :func:`~graphlens.render.rows.plan_rows` picks."""
@@ -114,36 +115,45 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         edge_attr={"fontname": FONT, "fontsize": "9", "color": "#444444", "arrowsize": "0.7"},
     )
     nodes = topological(nodes, edges)
-    legend = legend_label(nodes, edges, graph, o) if o.legend else None
+    legend = legend_label(nodes, edges, graph, o, notes=bool(notes)) if o.legend else None
     rows = plan_rows(nodes, edges, legend=legend_width(legend) if legend else 0.0)
     if rows is not None:
         dot.graph_attr["nodesep"] = NODESEP
     spine = rows.spine if rows is not None else frozenset()
+    qid = (lambda x: quote(prefix + x)) if prefix else quote  # node ids (prefixed to draw two graphs in one)
     body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
+    beside, note_tail = note_lines(notes or {}, nodes, qid, prefix)
     regions: dict[str, list[Node]] = {}
+    region_notes: list[str] = []
     for n in nodes:
         if n.region:
             regions.setdefault(n.region, []).append(n)
     for n in nodes:
         if not n.region:
-            body.append(f"\t{quote(n.id)}{attr_list(n.label, {**n.attrs, 'group': 'spine'} if n.id in spine else n.attrs)}\n")
+            body.append(f"\t{qid(n.id)}{attr_list(n.label, {**n.attrs, 'group': 'spine'} if n.id in spine else n.attrs)}\n")
+            body.extend(beside.pop(n.id, ()))
     for region, members in regions.items():
         kind = region.partition("#")[0]
-        cid = "cluster_" + "".join(c if c.isalnum() else "_" for c in region)
+        cid = "cluster_" + prefix + "".join(c if c.isalnum() else "_" for c in region)
         body.append(f"\tsubgraph {cid} {{\n")
         body.append(f"\t\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n")
         # The title is a node of its own above the region's first node, so that no
         # edge is ever drawn across it (a cluster label would be).
-        title = cid.removeprefix("cluster_")
+        title = cid.removeprefix("cluster_" + prefix)
         title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-        body.append(f"\t\t{quote(title)}{attr_list(kind, title_attrs)}\n")
+        body.append(f"\t\t{qid(title)}{attr_list(kind, title_attrs)}\n")
         for n in members:
-            body.append(f"\t\t{quote(n.id)}{attr_list(n.label, n.attrs)}\n")
+            body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
+        for n in members:  # (a note is not part of the region: declared after it)
+            region_notes.extend(beside.pop(n.id, ()))
         above = {"style": "invis"}
         if rows is not None and region in rows.titles:
             above["minlen"] = str(max(1, rows.titles[region] - rows.level[members[0].id]))
-        body.append(f"\t\t{quote(title)} -> {quote(members[0].id)}{attr_list(None, above)}\n")
+        body.append(f"\t\t{qid(title)} -> {qid(members[0].id)}{attr_list(None, above)}\n")
         body.append("\t}\n")
+    body.extend(region_notes)
+    for rest in beside.values():
+        body.extend(rest)
     backward = o.direction == "backward"
     for e in edges:
         attrs = dict(e.attrs)
@@ -158,19 +168,20 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         if rows is not None and rows.minlen(e.src, e.dst) > 1:
             attrs["minlen"] = str(rows.minlen(e.src, e.dst))
         label = attrs.pop("label", None)
-        body.append(f"\t{quote(e.src)} -> {quote(e.dst)}{attr_list(label, attrs)}\n")
+        body.append(f"\t{qid(e.src)} -> {qid(e.dst)}{attr_list(label, attrs)}\n")
     if rows is not None:
         for a, b in rows.links:
-            body.append(f"\t{quote(a)} -> {quote(b)}{attr_list(None, {'style': 'invis', 'weight': '0', 'minlen': str(rows.minlen(a, b))})}\n")
+            body.append(f"\t{qid(a)} -> {qid(b)}{attr_list(None, {'style': 'invis', 'weight': '0', 'minlen': str(rows.minlen(a, b))})}\n")
         for a, b in rows.aligned:
-            body.append(f"\t{quote(a)} -> {quote(b)}{attr_list(None, {'style': 'invis', 'minlen': str(rows.minlen(a, b))})}\n")
+            body.append(f"\t{qid(a)} -> {qid(b)}{attr_list(None, {'style': 'invis', 'minlen': str(rows.minlen(a, b))})}\n")
     for rank in ("min", "max") if rows is None else ():  # rows graphlens chose say where everything goes
         ids = [n.id for n in nodes if n.rank == rank and not n.region]
         if ids:
-            body.append("\t{rank=" + rank + "; " + "; ".join(map(quote, ids)) + "}\n")
+            body.append("\t{rank=" + rank + "; " + "; ".join(map(qid, ids)) + "}\n")
+    body.extend(note_tail)
     if legend is not None:
         legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
-        body.append(f"\tlegend{attr_list(legend, legend_attrs)}\n")
+        body.append(f"\t{prefix}legend{attr_list(legend, legend_attrs)}\n")
         if rows is not None and rows.legend_beside is not None:
-            body.append(f"\t{{rank=same; legend; {quote(rows.legend_beside)}}}\n")
+            body.append(f"\t{{rank=same; {prefix}legend; {qid(rows.legend_beside)}}}\n")
     return dot

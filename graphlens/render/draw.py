@@ -13,6 +13,7 @@ from ..values import PRECISION
 from ..scopes import infer_scopes
 from .collapse import collapse
 from .dot import emit
+from .notes import resolve_notes
 from .scene import Options, data_scene, function_scene
 from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
 
@@ -33,6 +34,7 @@ def to_dot(
     precision: int = PRECISION,
     max_nodes: int = MAX_NODES,
     depth: int | None = None,
+    notes: Any = None,
     name: str = "graphlens",
 ) -> graphviz.Digraph:
     """Draw ``graph`` as a :class:`graphviz.Digraph` (nothing is rendered or opened).
@@ -50,6 +52,9 @@ def to_dot(
     submodules (``scope``, traced with ``module=``) collapse into one box each, at
     ``depth`` levels below the model (``depth=1``: its direct children; ``None``: the
     deepest level that fits), and runs of identical ops collapse into one node.
+    The graph's notes (:meth:`~graphlens.Graph.annotate`) are drawn beside their nodes as
+    pale yellow ``shape=note`` nodes; ``notes={...}`` adds some for this drawing (keys:
+    node ids or names), ``notes=False`` hides them.
     The DOT text (``.source``) is deterministic: the same program gives the same bytes.
 
     >>> import torch, graphlens as gl
@@ -64,10 +69,11 @@ def to_dot(
     """
     graph = check_graph(graph, "to_dot")
     with paused_gc():  # drawing makes many small objects; torch alone holds ~200k tracked ones
-        return _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name)
+        return _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes)
 
 
-def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name):
+def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes=None, prefix=""):
+    drawn_notes = resolve_notes(graph, notes)
     hl_nodes, hl_edges = _check_highlight(graph, highlight)
     o = Options(
         view=check_choice("view", view, VIEWS),
@@ -90,7 +96,7 @@ def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max
     else:
         nodes, edges = function_scene(graph, o)
     nodes, edges = collapse(nodes, edges, o)
-    return emit(graph, nodes, edges, o, name)
+    return emit(graph, nodes, edges, o, name, drawn_notes, prefix)
 
 
 def check_graph(graph: Any, func: str) -> Graph:

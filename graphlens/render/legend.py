@@ -12,6 +12,8 @@ from .style import (
     GRAD_BORDER,
     GRAD_TEXT,
     HIGHLIGHT,
+    NOTE_BORDER,
+    NOTE_FILL,
     LEAF_FILL,
     NONLEAF_FILL,
     OP_BORDER,
@@ -25,7 +27,7 @@ from .style import (
 __all__ = ["legend_label"]
 
 
-def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options) -> str | None:
+def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options, *, notes: bool = False) -> str | None:
     """The legend's HTML-like label: one row for each kind of mark the diagram shows, or ``None``."""
     kinds = {n.kind for n in nodes}
     drawn = [n for n in nodes if n.kind == "tensor"]
@@ -68,6 +70,8 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options)
         rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain"))
     if any(n.hl for n in nodes) or any(e.hl for e in edges):
         rows.append(swatch("#ffffff", HIGHLIGHT, 3, "highlighted"))
+    if notes:
+        rows.append(swatch(NOTE_FILL, NOTE_BORDER, 1, "note: what was observed there"))
     if o.direction == "backward":
         rows.append('<TR><TD>&lt;--</TD><TD ALIGN="LEFT">arrows: gradient flow</TD></TR>')
     if not rows:

@@ -151,6 +151,18 @@ def render(
     return out
 
 
+def render_source(source: str, path: str | os.PathLike, *, format: str | None = None, engine_binary=None) -> Path:
+    """Write DOT ``source`` to ``path`` as svg, png, jpeg or pdf (by suffix or ``format``)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError("path is empty: pass a file path like 'graph.svg'")
+    out = Path(path)
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist (create it first)")
+    fmt = _check_format(format or out.suffix)
+    out.write_bytes(source.encode("utf-8") if fmt in ("dot", "gv") else layout(source, fmt, engine_binary=engine_binary))
+    return out
+
+
 def svg(graph: Graph, *, engine_binary: str | os.PathLike | None = None, **to_dot_options: Any) -> str:
     """The diagram as SVG text, scaled to fit the width of the page it is shown in."""
     graph = check_graph(graph, "svg")

@@ -55,3 +55,9 @@ REGION = "#9e9e9e"
 BOX_FILL = "#e9eff9"  # a collapsed submodule or chain
 BOX_BORDER = "#6b8cc7"
 FADED = "#777777"
+
+#: Notes (shape=note): a pale yellow fill, a darker edge, text wrapped to this many characters.
+NOTE_FILL = "#fff6bf"
+NOTE_BORDER = "#c8b560"
+NOTE_EDGE = "#b59f3b"
+NOTE_WIDTH = 30

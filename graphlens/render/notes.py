@@ -1,0 +1,69 @@
+"""Notes on a diagram: pale yellow ``shape=note`` nodes beside the nodes they are about."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Mapping
+
+from ..graph import Graph
+from .scene import Node
+from .style import NOTE_BORDER, NOTE_EDGE, NOTE_FILL, NOTE_WIDTH
+
+__all__ = ["resolve_notes", "note_lines"]
+
+
+def resolve_notes(graph: Graph, notes: Any) -> dict[str, tuple[str, ...]]:
+    """The notes to draw: the graph's own (``notes=None``), none (``False``), or the graph's
+    with ``notes`` (a dict of node id or name to text) added for this drawing."""
+    if notes is False:
+        return {}
+    if notes is None or notes is True:
+        return dict(graph.notes)
+    if not isinstance(notes, Mapping):
+        raise TypeError(f"notes must be a dict from a node id or name to a text, or False, not {type(notes).__name__}")
+    return dict(graph.annotate(notes).notes)
+
+
+def _wrap(text: str) -> str:
+    """The text as a DOT label: wrapped to about ``NOTE_WIDTH`` characters, lines left-aligned."""
+    from .labels import printable
+
+    lines = textwrap.wrap(printable(text), NOTE_WIDTH, break_long_words=True) or [""]
+    return "".join(line.replace("\\", "\\\\") + "\\l" for line in lines)
+
+
+def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, prefix: str = "") -> tuple[dict[str, list[str]], list[str]]:
+    """DOT lines for ``notes``: ``(beside, tail)``.  One node per note (``note0``, ``note1``,
+    … in the order of the drawn nodes), declared right after its target (``beside``: drawn
+    node id -> lines; the order of declaration is where Graphviz starts placing them), tied
+    to it by a dotted, arrowless edge and put in its rank (``tail``).  A note on a node that
+    was collapsed goes to the box or chain that holds it."""
+    beside: dict[str, list[str]] = {}
+    if not notes:
+        return beside, []
+    holder: dict[str, str] = {}
+    for n in nodes:
+        for member in n.members:
+            holder.setdefault(member, n.id)
+        holder.setdefault(n.id, n.id)
+    order = {n.id: k for k, n in enumerate(nodes)}
+    targets = sorted(
+        ((holder[k], k) for k in notes if k in holder),
+        key=lambda pair: (order.get(pair[0], 0), pair[1]),
+    )
+    lines: list[str] = []
+    count = 0
+    for drawn, key in targets:
+        for text in notes[key]:
+            nid = f"{prefix}note{count}"
+            count += 1
+            from .dot import quote as quote_value  # (a label is a value, not an id)
+
+            label = quote_value(_wrap(text))
+            beside.setdefault(drawn, []).append(
+                f"\t{nid} [label={label} shape=note style=filled fillcolor=\"{NOTE_FILL}\" color=\"{NOTE_BORDER}\" "
+                f"fontsize=9 margin=\"0.08,0.04\"]\n"
+            )
+            lines.append(f"\t{quote(drawn)} -> {nid} [style=dotted dir=none color=\"{NOTE_EDGE}\" weight=8]\n")
+            lines.append(f"\t{{rank=same; {quote(drawn)}; {nid}}}\n")
+    return beside, lines
