@@ -223,12 +223,18 @@ def saved_plan(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
 
 
 def tensor_summary(value: torch.Tensor) -> Summary:
-    """What a saved-entry record keeps of a saved tensor: its shape and dtype."""
+    """What a saved-entry record keeps of a saved tensor: its shape and dtype (and its number, for a 0-d one)."""
     try:
         shape = plain_shape(value.shape)
     except RuntimeError:
         shape = shape_of(value)
-    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), None, None, None, None))
+    head = None
+    if shape == () and not value.is_complex():  # a wrapped number (w * 3 saves 3): worth its one read
+        try:
+            head = (value.item(),)
+        except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
+            head = None
+    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None))
 
 
 def saved_value(value: Any) -> tuple[Any, bool]:

@@ -154,10 +154,11 @@ def _step(rec: "Recorder", j: int, targets: tuple, watch: tuple, grad_inputs: tu
 
 def _saved_entry(row: tuple) -> SavedEntry:
     """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
-    if len(row) == 4:
-        short, i, shape, dtype = row
+    if len(row) >= 4:
+        short, i, shape, dtype = row[:4]
         shape = plain_shape(shape)
-        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), None))
+        head = (row[4],) if len(row) == 5 else None
+        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head))
     if len(row) == 2:
         return SavedEntry(row[0], LIVE, None, None, row[1])
     return SavedEntry(row[0], UNREADABLE)
@@ -360,7 +361,7 @@ class Recorder:
             self.osaved[j], self.volatile[j] = read_saved(fn, resolve=partial(self.saved_tensor, j))
             return
         # Compact rows, made into SavedEntry records only when they are needed (saved_of):
-        # (name, tensor record or -1, shape, dtype) for a tensor, (name, value) otherwise.
+        # (name, tensor record or -1, shape, dtype[, number of a 0-d one]) for a tensor, (name, value) otherwise.
         rows = []
         moving = []
         by_id, refs = self.by_id, self.refs
@@ -384,7 +385,13 @@ class Recorder:
                     shape = tuple(value.shape)
                 except RuntimeError:  # a strided nested tensor
                     shape = shape_of(value)
-                rows.append((short, i, shape, value.dtype))
+                if i < 0 and shape == () and not value.is_complex():  # a wrapped number (w * 3 saves 3)
+                    try:
+                        rows.append((short, i, shape, value.dtype, value.item()))
+                    except Exception:  # noqa: BLE001 - meta or fake data holds no number
+                        rows.append((short, i, shape, value.dtype))
+                else:
+                    rows.append((short, i, shape, value.dtype))
                 moving.append(k)
             elif value is None or type(value) in _NUMBERS:
                 rows.append((short, value))

@@ -15,6 +15,7 @@ from .claims.status import STATUS, STATUSES
 __all__ = [
     "main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color",
     "add_demo_command", "run_demo_command", "add_tour_command", "run_tour_command",
+    "add_replay_command", "run_replay_command",
 ]
 
 #: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
@@ -230,7 +231,8 @@ def add_tour_command(subparsers: argparse._SubParsersAction) -> None:
         help="write one HTML page with every claim of the article, its verdict, code and diagram",
         description=(
             f"Check every claim of the article \"{ARTICLE}\" against the installed torch, draw the article's charts, "
-            "and write one self-contained HTML page (inline SVG, no network, no JavaScript)."
+            "and write one self-contained HTML page (inline SVG, no network; the backward replays of sections 4 and 5 "
+            "step with a little inline JavaScript)."
         ),
     )
     p.add_argument("--out", default="graphlens-out", help="folder for index.html (default: ./graphlens-out)")
@@ -252,6 +254,72 @@ def run_tour_command(args: argparse.Namespace, out: TextIO | None = None) -> int
     return 0
 
 
+# -- replay -----------------------------------------------------------------------------
+def add_replay_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``graphlens replay``."""
+    p = subparsers.add_parser(
+        "replay",
+        help="run a script under a trace and write a page that steps through its backward passes",
+        description=(
+            "Run a Python script under graphlens.trace() and write replay.html: the data-view diagram of what it "
+            "built, with a stepper through every node PyTorch's engine ran in backward (what arrived, what it sent, "
+            "the .grad it wrote), and graph.svg, the final diagram. A script that raises still gets its page, up to "
+            "the failure, with the error explained; the exit status is then 1."
+        ),
+    )
+    p.add_argument("script", help="the Python file to run, e.g. train.py")
+    p.add_argument("args", nargs="*", help="arguments for the script (its sys.argv[1:]); put them after '--' when they start with '-': graphlens replay train.py -- --epochs 2")
+    p.add_argument("--out", default="graphlens-out", help="folder for replay.html and graph.svg (default: ./graphlens-out)")
+    p.set_defaults(run=run_replay_command)
+
+
+def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``graphlens replay``: run the script, write the page and the diagram, say where they are."""
+    from pathlib import Path
+
+    from .replay import replay_script
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    problem = _not_a_folder(args.out)
+    if problem is None and not os.path.isfile(args.script):
+        problem = f"no script at {args.script!r}: give the path of a Python file, e.g. graphlens replay train.py"
+    if problem:
+        print(f"graphlens replay: {problem}", file=err)
+        return 2
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    run = replay_script(args.script, tuple(args.args))
+    explanation = None
+    if run.error is not None:
+        from .explain import explain_error
+
+        try:
+            explanation = explain_error(run.error, run.trace)
+        except Exception:  # noqa: BLE001 - the page still shows the error itself
+            explanation = f"{type(run.error).__name__}: {run.error}"
+    page = folder / "replay.html"
+    run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=explanation)
+    written = [page]
+    from .render import LayoutProgramNotFound, render
+
+    try:
+        written.append(render(run.trace.graph(), folder / "graph.svg"))
+    except LayoutProgramNotFound:
+        written.append(render(run.trace.graph(), folder / "graph.dot"))
+    steps = len(run.replay.steps)
+    print(f"{steps} backward step{'s' * (steps != 1)} in {run.replay.passes} backward call{'s' * (run.replay.passes != 1)}"
+          + ("" if steps else " (the script ran no backward: the page shows the graph only)"), file=out)
+    for path in written:
+        print(f"written: {path.resolve()}", file=out)
+    if run.error is not None:
+        print(f"graphlens replay: {args.script} stopped with {type(run.error).__name__}: {run.error}", file=err)
+        if explanation is not None and not isinstance(explanation, str):
+            print(f"graphlens: {explanation}", file=err)
+        return 1
+    return 0
+
+
 def _not_a_folder(path: str) -> str | None:
     """Why ``--out path`` cannot be the output folder, or None."""
     if not path:
@@ -264,7 +332,7 @@ def _not_a_folder(path: str) -> str | None:
 # -- the parser -------------------------------------------------------------------------
 #: Functions that each add one subcommand; a subcommand sets ``run`` (args -> exit status)
 #: with ``set_defaults``.  Add ``tour`` or ``demo`` by appending to this list.
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command, add_demo_command, add_tour_command]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command, add_demo_command, add_tour_command, add_replay_command]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,7 +353,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] | None = None
+    if "--" in argv:  # what follows is the replayed script's own arguments
+        at = argv.index("--")
+        argv, rest = argv[:at], argv[at + 1:]
     args = parser.parse_args(argv)
+    if rest is not None:
+        if getattr(args, "command", None) != "replay":
+            parser.error("'--' passes arguments to a script: only 'graphlens replay SCRIPT.py -- ARGS' takes them")
+        args.args = list(getattr(args, "args", [])) + rest
     run = getattr(args, "run", None)
     if run is None:
         parser.print_help(sys.stderr)

@@ -12,7 +12,7 @@ from .values import PRECISION, Summary
 if TYPE_CHECKING:
     from .trace import Trace
 
-__all__ = ["Replay", "Step", "Write", "replay"]
+__all__ = ["Replay", "Step", "Write", "replay", "replay_script", "ScriptRun"]
 
 
 class Write(NamedTuple):
@@ -75,38 +75,126 @@ class Replay:
         return f"<Replay: {len(self.steps)} steps in {self.passes} backward pass(es)>"
 
     def label(self, node_id: str) -> str:
+        """What the diagram calls node ``node_id``: a tensor's name (else its id), an op's class."""
         node = self.graph.node(node_id)
         return getattr(node, "label", node_id)
 
-    def describe(self, step: Step, precision: int = PRECISION) -> str:
-        """One or two plain sentences on what happened at ``step``."""
+    def _index(self) -> dict:
+        ix = self.__dict__.get("_ix")
+        if ix is None:
+            g = self.graph
+            nexts: dict[str, list] = {}
+            for e in g.edges:
+                if e.kind == "next":
+                    nexts.setdefault(e.src, []).append(e)
+            for v in nexts.values():
+                v.sort(key=lambda e: e.input_nr)
+            ix = self.__dict__["_ix"] = {
+                "nexts": nexts,
+                "outputs": {(t.op, t.output_nr): t for t in g.tensors if t.op is not None},
+                "first": {s.backward: s.index for s in reversed(self.steps)},
+            }
+        return ix
+
+    def target(self, op_id: str, output_nr: int) -> str:
+        """What a gradient sent to output ``output_nr`` of op ``op_id`` is for: the leaf of an
+        ``AccumulateGrad``, the tensor that output made, else the op's class."""
+        node = self.graph.node(op_id)
+        if node.is_accumulate_grad and node.variable is not None:
+            return self.label(node.variable)
+        t = self._index()["outputs"].get((op_id, output_nr))
+        return t.label if t is not None else node.label
+
+    def describe(self, step: Step, precision: int = PRECISION, max_elements: int | None = 4) -> str:
+        """One or two plain sentences on what happened at ``step``: what arrived, what the
+        node does with it, what it sent to whom, and the ``.grad`` it wrote.
+
+        >>> import torch, graphlens as gl
+        >>> def f():
+        ...     w = torch.tensor([1.0, 2.0], requires_grad=True)
+        ...     x = torch.tensor([3.0, 4.0])
+        ...     y = w * x
+        ...     y.sum().backward()
+        >>> rp = gl.replay(f)
+        >>> print(rp.describe(rp.steps[1]))
+        MulBackward0 (from y = w * x) receives [1, 1] for y. It multiplies it by the other factor, x = [3, 4], and sends [3, 4] to w.
+        >>> print(rp.describe(rp.steps[2]))
+        AccumulateGrad stores the gradient that arrived, [3, 4], as w.grad (it was None).
+        """
+        from ._backward_rules import FACTOR_OF, base, rule
+
         g = self.graph
-        fmt = (lambda s: "nothing" if s is None else s.format(precision))  # noqa: E731
+        fmt = (lambda s: "nothing" if s is None else s.format(precision, max_elements))  # noqa: E731
         if step.name == "AccumulateGrad":
             w = step.writes[0] if step.writes else None
-            leaf = self.label(w.tensor) if w else "the leaf"
+            op = g.node(step.op)
+            leaf = self.label(w.tensor) if w else self.label(op.variable) if getattr(op, "variable", None) else "the leaf"
             got = fmt(step.grads_in[0]) if step.grads_in else "nothing"
             if w is not None and w.before is None:
-                return f"AccumulateGrad stores the gradient that arrived, {got}, as {leaf}.grad."
+                return f"AccumulateGrad stores the gradient that arrived, {got}, as {leaf}.grad (it was None)."
             if w is not None:
                 return f"AccumulateGrad adds {got} to {leaf}.grad: {fmt(w.before)} becomes {fmt(w.after)}."
-            return f"AccumulateGrad receives {got} for {leaf}."
+            return f"AccumulateGrad receives {got} for {leaf}; a hook or a grad of its own kept it from {leaf}.grad."
+        ix = self._index()
+        op = g.node(step.op)
+        where = f" (from {op.code})" if getattr(op, "code", None) else f" ({op.forward})" if getattr(op, "forward", None) else ""
+        arrived = []
+        for nr, s in enumerate(step.grads_in):
+            if s is None:
+                continue
+            t = ix["outputs"].get((step.op, nr))
+            arrived.append(fmt(s) + (f" for {t.label}" if t is not None else ""))
+        text = f"{step.name}{where} receives {' and '.join(arrived) or 'nothing'}"
+        if ix["first"].get(step.backward) == step.index:
+            text += ", the gradient backward() starts from"
+        text += "."
+        if step.hooked:
+            text += " A hook on its output changed that gradient before it arrived."
         sent = []
-        for e in g.inputs(step.op):
+        to_inputs = set()
+        factors: list[tuple[str, str]] = []
+        saved = {e.name: e for e in getattr(op, "saved", ())}
+        for e in ix["nexts"].get(step.op, ()):
             value = step.grads_out[e.input_nr] if e.input_nr < len(step.grads_out) else None
             if value is None:
                 continue
-            child = g.node(e.dst)
-            target = self.label(child.variable) if child.is_accumulate_grad and child.variable else child.label
-            sent.append(f"{fmt(value)} to {target}")
-        arrived = ", ".join(fmt(s) for s in step.grads_in) or "nothing"
-        text = f"{step.name} receives {arrived}"
-        text += f" and sends {'; '.join(sent)}." if sent else "; nothing flows on."
-        if step.hooked:
-            text += " A hook on its output changed the gradient that arrived."
+            who = self.target(e.dst, e.output_nr)
+            to_inputs.add(e.input_nr)
+            sent.append(f"{fmt(value)} to {who}")
+            names = FACTOR_OF.get(base(step.name))
+            if names and e.input_nr < len(names) and names[e.input_nr] in saved:
+                factors.append((self._saved_text(saved[names[e.input_nr]], precision, max_elements), who))
+        phrase = rule(step.name, to_inputs)
+        if phrase is not None:
+            uniq = list(dict.fromkeys(f for f, _ in factors if f))
+            if len(uniq) == 1:
+                factor = ", " + uniq[0]
+            elif uniq:
+                factor = " (" + "; ".join(f"{f} for {who}" for f, who in factors if f) + ")"
+            else:
+                factor = ""
+            action = phrase.format(factor=factor)
+        else:
+            action = f"applies the chain rule of {op.forward or step.name}"
+        if sent:
+            text += f" It {action}, and sends {' and '.join(sent)}."
+        else:
+            text += " Nothing flows on: no input of it needs a gradient."
         for w in step.writes:
-            text += f" {self.label(w.tensor)}.grad (retain_grad) becomes {fmt(w.after)}."
+            text += f" {self.label(w.tensor)}.grad (kept by retain_grad) becomes {fmt(w.after)}."
         return text
+
+    def _saved_text(self, entry, precision: int, max_elements: int | None) -> str:
+        """A saved factor as the sentence names it: ``x = [3, 4]``, ``2.5``, or ``""``."""
+        if entry.tensor is not None and entry.tensor in self.graph:
+            t = self.graph.node(entry.tensor)
+            value = t.value.format(precision, max_elements) if t.value is not None else None
+            return f"{t.label} = {value}" if value else t.label
+        if entry.summary is not None and entry.summary.head is not None:
+            return entry.summary.format(precision, max_elements)
+        if entry.value is not None and entry.state.value == "live":
+            return entry.format(precision)
+        return ""
 
     def __str__(self) -> str:
         rows = [f"{'step':>4}  {'pass':>4}  {'node':<22} {'arrived':<28} sent"]
@@ -133,7 +221,9 @@ class Replay:
 
     def _repr_html_(self) -> str:
         try:
-            return self.to_html()
+            from .render.replay_html import replay_frame
+
+            return replay_frame(self)
         except Exception as exc:  # noqa: BLE001 - a notebook shows text, never a traceback
             import html
 
@@ -212,3 +302,61 @@ def replay(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Replay:
             if watching and sys.getprofile() is catch:
                 sys.setprofile(None)
     return tr.replay()
+
+
+class ScriptRun(NamedTuple):
+    """What :func:`replay_script` saw: the trace, its replay, and the exception that stopped
+    the script (``None`` when it ran to the end)."""
+
+    trace: Any
+    replay: Replay
+    error: BaseException | None
+
+
+def replay_script(path: str, argv: tuple[str, ...] = ()) -> ScriptRun:
+    """Run the Python script at ``path`` (as ``python path *argv`` would, ``__name__ ==
+    "__main__"``) under :func:`graphlens.trace`, its tensors named after the script's
+    variables, and return the trace, the replay of the backward passes it ran, and the
+    exception that stopped it (a script that raises still gives the steps up to the failure).
+    ``sys.argv`` and ``sys.path[0]`` are the script's while it runs and restored after."""
+    import os
+    import runpy
+    import sys
+
+    from .trace import trace
+
+    full = os.path.abspath(path)
+    if not os.path.isfile(full):
+        raise FileNotFoundError(f"no script at {path!r}: give the path of a Python file, e.g. graphlens replay train.py")
+    old_argv, old_path0 = sys.argv, (sys.path[0] if sys.path else None)
+    error: BaseException | None = None
+    with trace() as tr:
+        rec = tr._rec
+
+        def catch(frame, event, arg):  # the script's own module frame names the tensors
+            if event == "call" and frame.f_code.co_filename == full and frame.f_code.co_name == "<module>":
+                sys.setprofile(None)
+                rec.frame, rec.code, rec.last_lasti = frame, frame.f_code, -1
+
+        watching = sys.getprofile() is None  # never displace a profiler
+        sys.argv = [path, *argv]
+        if sys.path:
+            sys.path[0] = os.path.dirname(full)
+        if watching:
+            sys.setprofile(catch)
+        try:
+            runpy.run_path(full, run_name="__main__")
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                error = exc
+        except BaseException as exc:  # noqa: BLE001 - the page shows it, explained
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            error = exc
+        finally:
+            if watching and sys.getprofile() is catch:
+                sys.setprofile(None)
+            sys.argv = old_argv
+            if sys.path and old_path0 is not None:
+                sys.path[0] = old_path0
+    return ScriptRun(tr, tr.replay(), error)

@@ -17,7 +17,7 @@ from .claims.registry import ARTICLE
 from .claims.status import STATUS, STATUSES
 from .graph import Graph
 
-__all__ = ["SECTION_TITLES", "build_page", "write_tour"]
+__all__ = ["SECTION_TITLES", "REPLAYS", "build_page", "write_tour", "replay_html"]
 
 #: The article's sections, in order, with the titles the tour gives them.
 SECTION_TITLES = {
@@ -116,6 +116,56 @@ def _inline_svg_of(source: str) -> str:
     return text[start:] if start >= 0 else text
 
 
+# -- replays: backward, step by step, for the sections where the order matters -------------
+def accumulate_twice() -> None:
+    """Two backward calls on two fresh graphs: AccumulateGrad adds the second gradient to w.grad."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    x = torch.tensor([3.0, 4.0])
+    for _ in range(2):
+        loss = (w * x).sum()
+        loss.backward()
+
+
+def keep_a_grad() -> None:
+    """h.retain_grad(): h's own backward step writes h.grad; y's gradient is used and released."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 3
+    h.retain_grad()
+    y = h * h
+    loss = y.sum()
+    loss.backward()
+
+
+#: The replays the tour embeds, by section: (caption, program).
+REPLAYS: dict[str, tuple[str, Callable[[], None]]] = {
+    "4": ("Two backward calls, step by step: w.grad goes from None to [3, 4], then to [6, 8]", accumulate_twice),
+    "5": ("retain_grad(), step by step: the step that computes h's gradient also writes h.grad", keep_a_grad),
+}
+
+
+def replay_html(section: str) -> str:
+    """The replay of a section's program: its code and the stepper page in a frame."""
+    import inspect
+    import textwrap
+
+    from .render.replay_html import replay_frame
+    from .replay import replay
+
+    caption, program = REPLAYS[section]
+    code = textwrap.dedent(inspect.getsource(program))
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith('"""'))
+    try:
+        frame = replay_frame(replay(program), height=560, title=caption)
+    except Exception as exc:  # noqa: BLE001 - one broken replay must not cost the whole tour
+        frame = f'<p class="nodiagram">no replay: {_esc(exc)}</p>'
+    return (
+        f'<div class="chart replay" id="replay-{section}">'
+        f"<details><summary>The program replayed</summary><pre><code>{_esc(code)}</code></pre></details>"
+        f"{frame}<p class=\"versions\">Each step is a node PyTorch's engine ran, seen by hooks on the real nodes: "
+        f"use the buttons, the slider or the arrow keys (click the frame first).</p></div>"
+    )
+
+
 def _claim_html(claim: claims.Claim, verdict: claims.Verdict) -> str:
     figures = []
     shown: set[int] = set()
@@ -185,6 +235,10 @@ def build_page(
                     f"<figcaption>Chart {number}: {_esc(chart.title)}. {_esc(_plain_doc(chart.build.__doc__))}</figcaption>"
                     f"</figure></div>"
                 )
+        if section in REPLAYS:
+            if progress:
+                progress(f"replaying section {section}")
+            body.append(replay_html(section))
         for claim in chosen:
             if claim.section == section:
                 if progress:

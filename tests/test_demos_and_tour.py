@@ -122,14 +122,31 @@ def test_tour_page_has_the_six_charts_and_the_sections_in_order(tour_page):
     assert positions == sorted(positions)
 
 
+def test_tour_page_embeds_replays_in_sections_4_and_5(tour_page):
+    """Sections 4 (two backward calls) and 5 (retain_grad) each embed a backward replay: a frame with its steps."""
+    import html as _html
+    import json
+
+    _, page = tour_page
+    for section, writes in (("4", ("[3, 4]", "[6, 8]")), ("5", ("[6, 12]", "[18, 36]"))):
+        match = re.search(rf'<div class="chart replay" id="replay-{section}">(.*?)</div>', page, re.S)
+        assert match, section
+        frame = _html.unescape(re.search(r'srcdoc="(.*?)"', match.group(1), re.S).group(1))
+        data = json.loads(re.search(r'<script id="gl-data" type="application/json">(.*?)</script>', frame, re.S).group(1))
+        assert data["steps"] and "<svg" in frame
+        assert [v for s in data["steps"] for _, v in s.get("w", [])] == list(writes)
+    four = page.index('id="replay-4"')
+    assert page.index('id="section-4"') < four < page.index('id="section-5"') < page.index('id="replay-5"')
+
+
 def test_tour_page_is_self_contained_with_versions_and_counts(tour_page):
-    """The page loads nothing from outside, runs no script and states versions and verdict counts."""
+    """The page loads nothing from outside, runs no script outside the replay frames, and states versions and verdict counts."""
     import torch
 
     import graphlens
 
     _, page = tour_page
-    assert "<script" not in page
+    assert "<script" not in page  # the replays' scripts live (escaped) in their frames' srcdoc
     assert not re.search(r'(src|href)="https?://', page)
     assert f"torch {torch.__version__}" in page and f"graphlens {graphlens.__version__}" in page
     statuses = re.findall(r'class="badge (\w+)"', page)

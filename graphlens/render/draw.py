@@ -17,7 +17,7 @@ from .notes import resolve_notes
 from .scene import Options, data_scene, function_scene
 from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
 
-__all__ = ["to_dot", "check_graph"]
+__all__ = ["to_dot", "check_graph", "build_scene"]
 
 
 def to_dot(
@@ -73,6 +73,15 @@ def to_dot(
 
 
 def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes=None, prefix=""):
+    graph, nodes, edges, o, drawn_notes = build_scene(
+        graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes
+    )
+    return emit(graph, nodes, edges, o, name, drawn_notes, prefix)
+
+
+def build_scene(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes=None):
+    """``(graph, nodes, edges, options, notes)``: the checked options and the collapsed scene
+    :func:`to_dot` emits (the replay page reads which drawn node stands for which op)."""
     drawn_notes = resolve_notes(graph, notes)
     hl_nodes, hl_edges = _check_highlight(graph, highlight)
     o = Options(
@@ -96,7 +105,7 @@ def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max
     else:
         nodes, edges = function_scene(graph, o)
     nodes, edges = collapse(nodes, edges, o)
-    return emit(graph, nodes, edges, o, name, drawn_notes, prefix)
+    return graph, nodes, edges, o, drawn_notes
 
 
 def check_graph(graph: Any, func: str) -> Graph:
