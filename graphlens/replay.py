@@ -197,11 +197,11 @@ class Replay:
         return ""
 
     def __str__(self) -> str:
-        rows = [f"{'step':>4}  {'pass':>4}  {'node':<22} {'arrived':<28} sent"]
+        rows = [f"{'step':>4}  {'call':>4}  {'node':<22} {'arrived':<28} sent"]
         for s in self.steps:
             arrived = ", ".join("-" if x is None else str(x) for x in s.grads_in)
             sent = ", ".join("-" if x is None else str(x) for x in s.grads_out)
-            rows.append(f"{s.index:>4}  {s.backward:>4}  {s.name:<22} {arrived[:28]:<28} {sent}")
+            rows.append(f"{s.index:>4}  {s.backward:>4}  {s.name:<22} {arrived[:28]:<28} {sent}".rstrip())
             for w in s.writes:
                 rows.append(f"{'':>12}{self.label(w.tensor)}.grad: {w.before} -> {w.after}")
         return "\n".join(rows)

@@ -24,7 +24,7 @@ PER_LAW = 2000 if THOROUGH else 400
 @settings(max_examples=PER_LAW)
 @given(program=programs(max_ops=10))
 def test_law_holds_on_random_programs(law, program):
-    """Each of the ten laws holds on every drawn program (2,000 per law with the thorough profile).
+    """Each of the eleven laws holds on every drawn program (2,000 per law with the thorough profile).
 
     A violation a law itself attributes to a known PyTorch defect (TorchIssue) is set
     aside here; test_torch_aliases_zero_dim_leaf_grads pins that defect down."""

@@ -321,3 +321,17 @@ def test_browser_keys_and_buttons_step(tmp_path):
                                   "</script></body>"), encoding="utf-8")
     dom = dump_dom(probe.as_uri())
     assert 'data-after="3"' in dom
+
+
+def test_page_marks_the_step_whose_gradient_a_user_hook_changed():
+    """A tensor hook that doubles h's gradient: the step that receives it is flagged and says so."""
+    with gl.trace() as tr:
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        h = w * 3
+        h.register_hook(lambda g: g * 2)
+        h.sum().backward()
+    data = _data(tr.replay().to_html())
+    flagged = [s for s in data["steps"] if s.get("h")]
+    assert [s["n"] for s in flagged] == ["MulBackward0"]
+    assert "hook" in flagged[0]["t"]
+    assert [v for s in data["steps"] for _, v in s.get("w", [])] == ["[6, 6]"]
