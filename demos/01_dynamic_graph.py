@@ -42,7 +42,7 @@ def main(out):
     print(f"after backward: p1.grad = {show(p1.grad)}, p2.grad = {show(p2.grad)}")
     print("x1 and x2 are data: they need no gradient, so they get none:", x1.grad, x2.grad)
     save(tr.graph(), out, "01_dynamic_graph")
-    report_claims("graph.")
+    report_claims("graph.", out=out)
 
 
 if __name__ == "__main__":

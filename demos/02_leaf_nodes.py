@@ -36,7 +36,7 @@ def main(out):
     print("only leaves that require grad receive .grad:", {"p1": p1.grad is not None, "p2": p2.grad is not None,
                                                            "x": x.grad is not None, "xx": xx.grad is not None})
     save(tr.graph(), out, "02_leaf_nodes")
-    report_claims("leaf.", "defaults.", "erratum.undefined_p")
+    report_claims("leaf.", "defaults.", "erratum.undefined_p", out=out)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def main(out):
     frozen, flags, _ = program(freeze_p1=True)
     print("with p1.requires_grad_(False):", flags)
     save(frozen, out, "03_requires_grad_p1_frozen")
-    report_claims("requires_grad.")
+    report_claims("requires_grad.", out=out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def main(out):
     print(f"y2d is a leaf: {y2d.is_leaf}, requires grad: {y2d.requires_grad}")
     print(f"y2d shares y2's storage: {y2d.data_ptr() == y2.data_ptr()} (so it is not a copy)")
     save(tr.graph(), out, "04_detach")
-    report_claims("detach.")
+    report_claims("detach.", out=out)
 
 
 if __name__ == "__main__":

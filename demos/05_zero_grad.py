@@ -49,7 +49,7 @@ def main(out):
     l2.backward()
     print(f"loss2 alone then gives p1.grad = {show(r1.grad)}")
     save(tr.graph(), out, "05_zero_grad")
-    report_claims("accumulate.", "zero_grad.", "erratum.back_ward")
+    report_claims("accumulate.", "zero_grad.", "erratum.back_ward", out=out)
 
 
 if __name__ == "__main__":

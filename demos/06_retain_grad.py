@@ -35,7 +35,7 @@ def main(out):
     except RuntimeError as err:
         print("a second backward fails, the saved values are gone:", str(err).splitlines()[0][:90], "...")
     save(graph, out, "06_retain_grad")
-    report_claims("retain_grad.")
+    report_claims("retain_grad.", out=out)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def main(out):
             score = model(batch).mean()
     print(f"loss has grad_fn {type(loss.grad_fn).__name__}; score has grad_fn {score.grad_fn}")
     save(tr.graph(), out, "07_no_grad", depth=1)
-    report_claims("no_grad.", "erratum.nograd")
+    report_claims("no_grad.", "erratum.nograd", out=out)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def main(out):
     optimizer.zero_grad()
     print(f"after zero_grad(): w.grad = {w.grad}, b.grad = {show(b.grad)}")
     save(tr.graph(), out, "08_optimizer")
-    report_claims("optimizer.")
+    report_claims("optimizer.", out=out)
 
 
 if __name__ == "__main__":

@@ -100,10 +100,13 @@ def save(graph: Graph, out: str | os.PathLike, name: str, *, formats: Iterable[s
     return written
 
 
-def report_claims(*prefixes: str) -> list:
+def report_claims(*prefixes: str, out: str | os.PathLike | None = None) -> list:
     """Check the article's claims whose ids start with any of ``prefixes`` and print
-    one line each: status, id and what torch did."""
+    one line each: status, id and what torch did.  With ``out``, each claim's evidence
+    graphs are drawn there too (``claim-<id>.svg``, ``claim-<id>-2.svg``, ...), with the
+    notes that say what the check observed on each node."""
     from . import claims
+    from .render import LayoutProgramNotFound
 
     chosen = [c for c in claims.all() if any(c.id.startswith(p) for p in prefixes)]
     verdicts = claims.run(chosen)
@@ -111,4 +114,15 @@ def report_claims(*prefixes: str) -> list:
     print("The article's claims for this section, checked on this torch:")
     for v in verdicts:
         print(f"  {v.status.upper():8} {v.id:30} {v.summary}")
+    if out is not None:
+        drawn = []
+        try:
+            for v in verdicts:
+                for k, graph in enumerate(v.evidence):
+                    suffix = "" if k == 0 else f"-{k + 1}"
+                    drawn.append(graph.render(Path(out) / f"claim-{v.id}{suffix}.svg", legend=False))
+        except LayoutProgramNotFound as exc:
+            print(f"(no claim diagrams: {exc})")
+        if drawn:
+            print(f"the claims' evidence, with notes: {len(drawn)} diagram(s) in {Path(out)}")
     return list(verdicts)

@@ -60,6 +60,10 @@ def test_every_demo_runs_and_writes_its_diagrams(demo, tmp_path):
     assert svgs and len(svgs) == len(pngs)
     assert all("<svg" in p.read_text() for p in svgs)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    # each claim of the section is drawn too, from its evidence, with the notes of what was observed
+    claim_svgs = sorted(tmp_path.glob("claim-*.svg"))
+    assert claim_svgs, "the demo drew none of its claims' evidence"
+    assert any("<title>note0</title>" in p.read_text() for p in claim_svgs)
 
 
 def test_demo_command_lists_and_rejects(capsys):
