@@ -5,172 +5,42 @@ from __future__ import annotations
 import weakref
 from functools import partial
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from ._facts import (
-    _NUMBERS, dtype_name, numel_of, plain_shape, read_head, read_saved, same_data, saved_plan, saved_value, shape_of,
-    version_of,
+from ._backward_record import BackwardRecord
+from ._capture import (
+    _FUNC_NAMES, _FORWARD, _INS, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
+    _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
+from ._facts import _NUMBERS, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from ._safety import KEEP_MIN_NODES, keep_children
-from ._util import paused_gc, tensors_in
-from .graph import LIVE, UNREADABLE, SavedEntry, Summary
+from ._util import tensors_in
 from .names import frame_candidates, source_line, user_frame
 
-__all__ = ["Recorder", "PLAIN", "DETACH", "func_name", "grad_fn_of", "readable", "sequence_now"]
+__all__ = [
+    "Recorder", "PLAIN", "DETACH", "EXITS", "func_name", "grad_fn_of", "readable", "sequence_now",
+    "_DETACHES", "_TENSOR_PROPERTIES",
+]
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
-_STRIDED = torch.strided
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
 _grad_enabled = torch.is_grad_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
-_tuple_new = tuple.__new__
 
 #: What a recorded call is, by the function torch hands the mode (cached per function).
 PLAIN, DETACH = 0, 1
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
 _DETACHES = {_Tensor.detach, _Tensor.detach_, _DATA_GET}
 
-# A tensor record is one immutable tuple of plain values (indexes below), so the garbage
-# collector stops tracking it at its first pass: a trace of many small ops must not fill
-# the oldest generation with objects that each full collection walks again.
-(_SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM, _OP, _OUTPUT_NR,
- _DETACHED_FROM, _REGION, _SCOPE, _HEAD) = range(14)
-# (The weak reference lives in a list of its own: a record of plain values only is
-# untracked by the collector, so a long trace does not make every full collection longer.)
-# An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
-# name, region, scope, {output_nr: tensor record}, input tensor records, the block frame's
-# instruction offset when the call was made (-1: not a call)].
-_NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS, _LASTI = range(8)
-
 #: Calls that hand a tensor's value out of the graph as Python or NumPy numbers.
 EXITS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "__array__"})
-#: Properties whose getter makes a tensor of the graph (recorded like calls).
-_TENSOR_PROPERTIES = frozenset({"real", "imag", "T", "mT", "H", "mH"})
-
-_FUNC_NAMES: dict[Any, str] = {}
 
 
-def func_name(func: Callable) -> str:
-    """The name a forward call is shown by (``mul``, ``linear``, ``Tensor.data.__get__``)."""
-    name = _FUNC_NAMES.get(func)
-    if name is not None:
-        return name
-    name = getattr(func, "__name__", None) or repr(func)
-    if name in ("__get__", "__set__"):
-        owner = getattr(getattr(func, "__self__", None), "__name__", "")
-        name = owner if name == "__get__" and owner in _TENSOR_PROPERTIES else (f"{owner}.{name}" if owner else name)
-    if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor):
-        try:
-            _FUNC_NAMES[func] = name  # torch functions and Tensor methods: a small fixed set
-        except TypeError:
-            pass
-    return name
-
-
-def grad_fn_of(t: _Tensor) -> Any:
-    """``t.grad_fn``, or None where PyTorch refuses to give it (a view made in no_grad
-    whose base was changed in place since): graphlens must not fail where torch works."""
-    try:
-        return t.grad_fn
-    except RuntimeError:
-        return None
-
-
-def readable(t: _Tensor) -> bool:
-    """Whether torch still describes ``t`` (see :func:`grad_fn_of`)."""
-    try:
-        t.grad_fn
-    except RuntimeError:
-        return False
-    return True
-
-
-def sequence_now() -> int:
-    """The autograd sequence number the next backward node made on this thread will get."""
-    with torch.enable_grad(), torch._C.DisableTorchFunction():  # an enclosing trace must not see it
-        probe = torch.zeros((), requires_grad=True).mul(1)
-    return probe.grad_fn._sequence_nr() + 1
-
-
-def _head(t: _Tensor, shape: Any, limit: int) -> Any:
-    """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere)."""
-    if not limit or not t.is_cpu:
-        return None  # (on accelerators reading would wait for the device)
-    if len(shape) == 1 and 0 < shape[0] <= limit and t.layout is _STRIDED and not t.is_nested:
-        return (shape, t.dtype, shape[0], tuple(t.tolist()))
-    return read_head(t, limit)
-
-
-def _grad_head(g: Any, limit: int) -> Any:
-    """What a record keeps of a gradient: its head as numbers (never raises)."""
-    if g is None:
-        return None
-    try:
-        shape = g.shape
-        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
-            return (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))
-    except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
-        pass
-    return read_head(g, limit)
-
-
-def _kept_grad(t: Any, limit: int) -> Any:
-    """The head of ``t.grad`` where torch keeps one (a leaf, or a retain_grad() tensor): never
-    reading the .grad of another non-leaf, which would warn in the user's program."""
-    if t is None or not (t.is_leaf or t.retains_grad):
-        return None
-    return _grad_head(t.grad, limit)
-
-
-def _step(rec: "Recorder", j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
-    """The post-hook body: op ``j`` has just run.  Note the step (what arrived at the node,
-    what it sent along each of its ``next_functions``), what flowed into each recorded
-    output, and the ``.grad`` of the tensors it writes (a leaf's AccumulateGrad, a
-    ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
-    None, so the gradients are untouched, and it never raises into the user's backward."""
-    try:
-        limit, pass_nr = rec.max_elements, rec.passes
-        arrived = tuple([_grad_head(g, limit) for g in grad_outputs])
-        sent = tuple([_grad_head(g, limit) for g in grad_inputs])
-        k = len(rec.steps)
-        rec.steps.append((j, pass_nr, arrived, sent))
-        rec.order.append(j)
-        n = len(arrived)
-        for nr, i in targets:
-            if nr < n:
-                rec.flowed.append((i, pass_nr, arrived[nr]))
-        for i in watch:
-            t = rec.refs[i]()
-            if t is not None:
-                rec.writes.append((k, i, _kept_grad(t, limit)))
-    except Exception:  # noqa: BLE001 - recording must never break the user's backward
-        pass
-    return None
-
-
-def _saved_entry(row: tuple) -> SavedEntry:
-    """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
-    if len(row) >= 4:
-        short, i, shape, dtype = row[:4]
-        shape = plain_shape(shape)
-        head = (row[4],) if len(row) == 5 else None
-        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head))
-    if len(row) == 2:
-        return SavedEntry(row[0], LIVE, None, None, row[1])
-    return SavedEntry(row[0], UNREADABLE)
-
-
-def _note_grad(rec: "Recorder", i: int, grad: Any) -> None:
-    """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
-    rec.flowed.append((i, rec.passes, _grad_head(grad, rec.max_elements)))
-    return None
-
-
-class Recorder:
+class Recorder(BackwardRecord):
     """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
     Tensors are numbered by record (``t{i}`` in the graph), ops likewise (``op{j}``).
@@ -270,7 +140,7 @@ class Recorder:
         recs.append((
             shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             cls is _Parameter or (cls is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
-            detached_from, region, None if external or not scopes else scopes[-1], _head(t, shape, self.max_elements),
+            detached_from, region, None if external or not scopes else scopes[-1], head(t, shape, self.max_elements),
         ))
         self.by_id[key] = i
         return i
@@ -407,7 +277,7 @@ class Recorder:
         """Op ``j``'s saved entries as :class:`SavedEntry` records (None: never read)."""
         rows = self.rows.pop(j, None)
         if rows is not None:
-            self.osaved[j] = tuple(_saved_entry(r) for r in rows)
+            self.osaved[j] = tuple(saved_entry(r) for r in rows)
         return self.osaved.get(j)
 
     # -- the forward pass ----------------------------------------------------------------
@@ -470,7 +340,7 @@ class Recorder:
         refs.append(_ref(out))
         recs.append((
             shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
-            None, None, scope, _head(out, shape, self.max_elements),
+            None, None, scope, head(out, shape, self.max_elements),
         ))
         by_id[key] = i
         if self.saved:
@@ -642,139 +512,3 @@ class Recorder:
             i = self.index_of(t)
             if i is not None and i not in names:
                 names[i] = name
-
-    # -- the backward structure ------------------------------------------------------------
-    def complete(self, fns: list, *, handles: list | None = None) -> set:
-        """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
-        once, and read what it saved where the forward pass did not (or again, where
-        backward may have freed it since).  Nodes made before the block are recorded but
-        not walked into.  Given ``handles``, put a pre-hook on every node visited, which
-        notes when the node runs and the gradient flowing into each of its recorded
-        outputs, and append the hooks' handles (remove them when backward is done, also on
-        an error).  Returns the op records visited."""
-        hook = handles is not None
-        added: list = []
-        visited: set = set()
-        seen: set = set()
-        stack = [fn for fn in fns if fn is not None]
-        first = self.first_seq
-        ops, expanded, osaved, volatile, by_seq, onext = (
-            self.ops, self.expanded, self.osaved, self.volatile, self.by_seq, self.onext
-        )
-        read = self.saved
-        op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
-        try:
-            with paused_gc():
-                while stack:
-                    fn = stack.pop()
-                    if fn in seen:
-                        continue
-                    seen.add(fn)
-                    name = type(fn).__name__
-                    j = by_seq.get(fn._sequence_nr()) if name != "AccumulateGrad" else None
-                    if j is None or ops[j][_NAME] != name:
-                        j = op_of(fn, None)
-                    visited.add(j)
-                    orec = ops[j]
-                    var = orec[_VAR]
-                    if hook:
-                        targets = ((0, var),) if var is not None else tuple(orec[_OUTS].items())
-                        watch = (var,) if var is not None else self._retained(orec[_OUTS].values())
-                        for i in watch:
-                            self.grad_before.setdefault((self.passes, i), _kept_grad(self.refs[i](), self.max_elements))
-                        added.append(fn.register_hook(partial(_step, self, j, targets, watch)))
-                    if var is not None:
-                        expanded.add(j)
-                        continue
-                    if read and not (hook and (j in osaved or j in rows)):
-                        # (before a backward, what the forward pass read is still true)
-                        osaved[j], volatile[j] = read_saved(
-                            fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)
-                        )
-                    if j in expanded:
-                        if j in onext:  # walked before: only its hooks and saved values are new
-                            stack.extend(c for c, _ in fn.next_functions if c is not None and c not in seen)
-                        continue  # (else a boundary)
-                    expanded.add(j)
-                    if fn._sequence_nr() < first:
-                        continue  # made before the block: a boundary
-                    links = []
-                    for input_nr, (child, output_nr) in enumerate(fn.next_functions):
-                        if child is not None:
-                            k = op_of(child, None)
-                            crec = ops[k]
-                            if crec[_OSCOPE] is None and crec[_FORWARD] is None:
-                                crec[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
-                            links.append((input_nr, k, output_nr))
-                            if child not in seen:
-                                stack.append(child)
-                    onext[j] = tuple(links)
-        except BaseException:
-            for h in added:
-                h.remove()
-            raise
-        finally:
-            fn = child = None
-        if hook:
-            handles.extend(added)
-        return visited
-
-    def _retained(self, records) -> tuple:
-        """The records among ``records`` whose live tensor keeps its grad (``retain_grad()``)."""
-        out = []
-        for i in records:
-            t = self.refs[i]()
-            if t is not None and not t.is_leaf and t.retains_grad:
-                out.append(i)
-        return tuple(out)
-
-    def saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:
-        """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or
-        outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
-        orec = self.ops[j]
-        near = [*(orec[_INS] or ()), *orec[_OUTS].values()]
-        refs = self.refs
-        for i in reversed(near):  # the latest version first
-            t = refs[i]()
-            if t is not None and same_data(t, value):
-                return f"t{i}"
-        i = self.index_of(value)
-        return None if i is None else f"t{i}"
-
-    # -- a backward call ------------------------------------------------------------------
-    def begin_pass(self, roots: list, *, kept: bool) -> None:
-        """Note a backward call from ``roots`` (``kept``: with ``retain_graph``)."""
-        for t in roots:
-            if isinstance(t, _Tensor):
-                i = self.input(t)
-                if i not in self.roots:
-                    self.roots.append(i)
-        self.pass_starts.append(len(self.order))
-        self.pass_kept.append(kept)
-        self.pass_done.append(False)
-
-    def end_pass(self, *, done: bool) -> None:
-        self.pass_done[self.passes] = done
-        self.passes += 1
-
-    def hook_grad_inputs(self, inputs: Any) -> list:
-        """torch.autograd.grad hands leaf inputs their gradient without running their
-        AccumulateGrad node, so a tensor hook records what flows into each of them."""
-        found = tensors_in(inputs, [])
-        handles = []
-        for t in found:
-            i = self.index_of(t)
-            if i is None or not t.is_leaf or not t.requires_grad:
-                continue
-            handles.append(t.register_hook(partial(_note_grad, self, i)))
-        return handles
-
-    def released(self) -> set[int]:
-        """The ops that ran in a backward pass that finished without ``retain_graph``:
-        PyTorch released what they saved."""
-        out: set[int] = set()
-        order, starts = self.order, self.pass_starts + [len(self.order)]
-        for p in range(self.passes):
-            if self.pass_done[p] and not self.pass_kept[p]:
-                out.update(order[starts[p]:starts[p + 1]])
-        return out

@@ -232,7 +232,7 @@ class Replay:
 
 def build(rec, graph: Graph) -> Replay:
     """The replay of the steps ``rec`` (a trace's record store) observed."""
-    from ._recorder import _NAME
+    from ._capture import _NAME
 
     ops = rec.ops
     # The .grad writes by step, with the value each tensor held before.

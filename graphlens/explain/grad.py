@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import weakref
 from types import FrameType
-from typing import Callable, TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from .._facts import dtype_name, summarize
+from .._facts import dtype_name
 from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
@@ -19,6 +19,10 @@ from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved
 from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
 from .paths import PathView
 from .types import Explanation
+from .evidence import (
+    changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
+    in_optimizer, producer, rebound,
+)
 
 if TYPE_CHECKING:
     from ..trace import Trace
@@ -151,7 +155,7 @@ def _explain_live(
             )
         guessed = False
         if not roots:
-            held = _grad_already_there(tensor, candidates, names, precision)
+            held = grad_already_there(tensor, candidates, names, precision)
             if held is not None:
                 return held
         if not roots and not no_frame_roots:
@@ -192,7 +196,7 @@ def _explain_live(
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
         if roots:
-            hints["data_alias"] = _data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
+            hints["data_alias"] = data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
                                                 and (t.is_leaf and t is tensor or reaches([t.grad_fn], tensor)))
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
         g = _snapshot_for(roots, tensor, extra, names=names)
@@ -205,134 +209,6 @@ def _explain_live(
         return analyse(view, tid, root_ids, live=tensor, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
     finally:
         candidates.clear()
-
-
-def _grad_already_there(tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION) -> Explanation | None:
-    """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
-    its value, and that it is the sum of every backward pass since it was last cleared."""
-    try:
-        keeps = tensor.is_leaf or tensor.retains_grad
-    except RuntimeError:
-        return None
-    grad = tensor.grad if keeps else None
-    if grad is None:
-        return None
-    name = next((n for n, t in candidates if t is tensor), None)
-    if names:
-        name = next((str(n) for n, t in names.items() if t is tensor), name)
-    who = name or "the tensor"
-    value = summarize(grad)
-    del grad
-    g = snapshot(tensor, names={who: tensor})
-    tid = g.roots[0].id
-    sentences = [
-        f"{who + '.grad' if name else 'its .grad'} is set: {value.format(precision)}.",
-        f"It holds the sum of the gradients of every backward pass that reached {who} since its "
-        "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
-    ]
-    fix = (
-        f"If {who + '.grad' if name else 'the gradient'} is larger than you expect (doubled, say), an earlier backward "
-        f"added to it: call optimizer.zero_grad() (or set .grad = None) before each backward. Pass the loss as root, "
-        f"explain({who}, loss), to see the path the gradient takes."
-    )
-    reasons = ["grad_ok"]
-    aliases = _data_aliases(candidates, lambda t: reaches([t.grad_fn], tensor))
-    if aliases:
-        reasons.append("modified_through_data")
-        text, fix = _data_alias_sentence(aliases)
-        sentences[1:] = [text]
-    hooks = _hooks_of(tensor)
-    if hooks:
-        reasons.append("hook_changed_grad")
-        sentences[1:] = [_hook_sentence(who, hooks)]
-        fix = _hook_fix(who, hooks)
-    return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
-
-
-def _changed_untracked(view: PathView, path: list[str]) -> tuple[str, str, list[str]] | None:
-    """A tensor on the gradient's path whose values changed since it was made while its
-    version did not: a change through ``.data`` (or another alias autograd does not track).
-    Backward then computes with the changed values, silently."""
-    for tid in path:
-        if not tid.startswith("t"):
-            continue
-        node = view.t(tid)
-        live = view.g.tensor(tid)
-        if live is None or node.value is None or not node.value.head:
-            continue
-        now = summarize(live)
-        if now is None or now.head == node.value.head or node.version != node_version(live):
-            continue
-        alias = [t for t in view.g.tensors if t.detached_from == tid and t.made_by == "data"]
-        via = f" through {view.label(alias[0].id)} = {view.label(tid)}.data" if alias else " through an alias autograd does not track (.data)"
-        text = (
-            f"{view.label(tid)} was changed{via} after it was made: its values are now {now.format()} where the graph "
-            f"computed {node.value.format()}, but its version did not change, so backward used the changed values "
-            f"without an error: the gradient is computed from them and is silently wrong."
-        )
-        fix = (
-            f"Do not change {view.label(tid)} through .data while its graph is needed: use .detach() (backward then "
-            f"raises instead of computing a wrong gradient) or clone() it, and change the copy."
-        )
-        return text, fix, [a.id for a in alias] + [tid]
-    return None
-
-
-def node_version(t: torch.Tensor) -> int:
-    try:
-        return int(t._version)
-    except RuntimeError:
-        return -1
-
-
-def _data_aliases(candidates: list, reaching: Callable[[torch.Tensor], bool]) -> list[tuple[str, str]]:
-    """``(alias, target)`` names of the caller's variables that share a tensor's memory without
-    sharing its version counter (as ``c = out.data`` does) and were changed in place since
-    (their own version moved), where ``reaching(target)``: autograd cannot see such a change."""
-    out = []
-    grads = [(n, t) for n, t in candidates if t.requires_grad and t.grad_fn is not None]
-    for an, a in candidates:
-        try:
-            if a.requires_grad or node_version(a) <= 0:
-                continue
-            for tn, t in grads:
-                if t is not a and node_version(a) != node_version(t) and shares_memory(a, t) and reaching(t):
-                    out.append((an, tn))
-                    break
-        except RuntimeError:
-            continue
-    return out
-
-
-def _data_alias_sentence(found: list[tuple[str, str]]) -> tuple[str, str]:
-    alias, target = found[0]
-    return (
-        f"{alias} shares the memory of {target} without sharing its version counter (as {alias} = {target}.data does), "
-        f"and it was changed in place: autograd cannot see that change, so a backward run after it computes with the "
-        f"changed values of {target} (if an operation saved them) and gives a silently wrong gradient.",
-        f"Do not change {target} through .data while its graph is needed: use {target}.detach() (backward then "
-        f"raises instead of computing a wrong gradient) or clone() it and change the copy.",
-    )
-
-
-def _hooks_of(t: torch.Tensor) -> list[str]:
-    """The names of the hooks registered on ``t`` with ``register_hook`` (read, never run)."""
-    hooks = getattr(t, "_backward_hooks", None) or {}
-    return [getattr(h, "__qualname__", None) or getattr(h, "__name__", None) or type(h).__name__ for h in hooks.values()]
-
-
-def _hook_sentence(who: str, hooks: list[str]) -> str:
-    return (
-        f"{who} has {len(hooks)} hook(s) registered with register_hook ({', '.join(hooks[:3])}): a hook that returns a "
-        f"tensor replaces the gradient, so {who}.grad may be what the hook made of it rather than what backward computed."
-    )
-
-
-def _hook_fix(who: str, hooks: list[str]) -> str:
-    return (
-        f"Check what {hooks[0]} returns: return None (or the gradient unchanged) to leave it alone; remove the hook "
-        f"with the handle register_hook gave back (handle.remove()) when it is no longer wanted."
-    )
 
 
 def _snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:
@@ -403,7 +279,7 @@ def analyse(
             f"holds {shown or 'a tensor'} from before it was frozen."
         )
         fix = f"Set {name}.grad = None after freezing it."
-        if optimizer is not None and _in_optimizer(optimizer, live, node):
+        if optimizer is not None and in_optimizer(optimizer, live, node):
             reasons.append("frozen_in_optimizer")
             sentences.append(
                 f"{who} is still one of the optimizer's parameters, and optimizer.step() updates every parameter whose "
@@ -490,9 +366,9 @@ def analyse(
         )
         fix = f"Pass the loss: graphlens.explain({name}, loss)."
         path = [tid] if tid else []
-    elif not is_leaf and not retains and _rebound(view, tid, node, hints):
+    elif not is_leaf and not retains and rebound(view, tid, node, hints):
         # w = w - lr * w.grad outside no_grad: the name now holds a non-leaf made from the old leaf.
-        ln, code = _rebound(view, tid, node, hints)
+        ln, code = rebound(view, tid, node, hints)
         reasons += ["rebound_leaf", "nonleaf_not_retained"]
         where = f"line {ln} ({code})" if ln else "a hand-written update"
         sentences.append(
@@ -651,20 +527,20 @@ def analyse(
                     "For a complex tensor PyTorch gives the conjugate Wirtinger derivative (the conjugate of df/dz for a "
                     "holomorphic f), the convention under which gradient descent works; it is not a bug."
                 )
-            changed = _changed_untracked(view, reach_path) if g.source == "trace" else None
+            changed = changed_untracked(view, reach_path) if g.source == "trace" else None
             if changed is None and hints.get("data_alias"):
-                text, alias_fix = _data_alias_sentence(hints["data_alias"])
+                text, alias_fix = data_alias_sentence(hints["data_alias"])
                 changed = (text, alias_fix, [])
             if changed is not None:
                 reasons.append("modified_through_data")
                 sentences.append(changed[0])
                 fix = changed[1]
                 path = list(path) + [p for p in changed[2] if p not in path]
-            hooks = _hooks_of(live) if live is not None else []
+            hooks = hooks_of(live) if live is not None else []
             if hooks:
                 reasons.append("hook_changed_grad")
-                sentences.append(_hook_sentence(name, hooks))
-                fix = _hook_fix(name, hooks)
+                sentences.append(hook_sentence(name, hooks))
+                fix = hook_fix(name, hooks)
             if ran is None:
                 sentences.append(
                     f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
@@ -682,7 +558,7 @@ def analyse(
                     + ("a gradient flowed into it" if node_flowed else "its graph's saved tensors are freed")
                     + ")."
                 )
-                in_opt = optimizer is not None and _in_optimizer(optimizer, live, node)
+                in_opt = optimizer is not None and in_optimizer(optimizer, live, node)
                 if in_opt:
                     sentences.append(
                         f"{who} is a parameter of the optimizer, whose zero_grad() sets .grad to None by default (set_to_none=True)."
@@ -718,7 +594,7 @@ def analyse(
                     f"which sets None by default) cleared the gradient since; graphlens cannot tell which from the graph."
                 )
             fix = f"Call {backward}, then read {name}.grad."
-    if optimizer is not None and requires_grad and is_leaf and not _in_optimizer(optimizer, live, node):
+    if optimizer is not None and requires_grad and is_leaf and not in_optimizer(optimizer, live, node):
         reasons.append("not_in_optimizer")
         sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")
     if not reasons:  # pragma: no cover - every branch above adds one
@@ -732,7 +608,7 @@ def analyse(
         graph=g,
         path=[p for p in path if p in g],
         edges=edges,
-        op=found_cut.op if found_cut else (_producer(view, node) if reasons[0] in _MADE_BY else None),
+        op=found_cut.op if found_cut else (producer(view, node) if reasons[0] in _MADE_BY else None),
         line=found_cut.code if found_cut else None,
         lineno=found_cut.line if found_cut else None,
         cause=found_cut.node if found_cut else None,
@@ -745,31 +621,3 @@ _MADE_BY = ("nonleaf_not_retained", "is_a_copy", "rebound_leaf", "retain_grad_to
 
 #: Backward nodes whose derivative is zero almost everywhere (step functions).
 _ZERO_DERIVATIVE = {"RoundBackward", "FloorBackward", "CeilBackward", "SignBackward", "TruncBackward", "FracBackward"}
-
-
-def _producer(view: PathView, node) -> str | None:
-    """The backward name of the op that made ``node`` (its forward name when it has none)."""
-    if node is None or node.op is None or node.op not in view.g:
-        return None
-    return view.o(node.op).label
-
-
-def _rebound(view: PathView, tid: str | None, node, hints) -> tuple[int | None, str | None] | None:
-    """``(line, code)`` when the tensor's name was rebound to a value computed from the tensor
-    it named before (``w = w - lr * w.grad``): seen in a trace (the producing call's input
-    has the same name), or read from the caller's code (``hints["rebind"]``)."""
-    found = hints.get("rebind")
-    if found and not found[2]:
-        return found[0], found[1]
-    if node is None or node.name is None or node.op is None or view.g.source != "trace":
-        return None
-    op = view.o(node.op)
-    if any(view.t(i).name == node.name and view.t(i).is_leaf for i in view.adj.inputs.get(node.op, ())):
-        return op.line, op.code
-    return None
-
-
-def _in_optimizer(optimizer, live, node) -> bool:
-    if live is None:
-        return False
-    return any(p is live for group in optimizer.param_groups for p in group["params"])

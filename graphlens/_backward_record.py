@@ -1,0 +1,186 @@
+"""What a trace records of backward: the walk that hooks every node, the engine's steps, the ``.grad`` writes."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+
+from ._capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
+from ._facts import read_saved, same_data
+from ._util import paused_gc, tensors_in
+
+__all__ = ["BackwardRecord"]
+
+_Tensor = torch.Tensor
+
+
+def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    """The post-hook body: op ``j`` has just run.  Note the step (what arrived at the node,
+    what it sent along each of its ``next_functions``), what flowed into each recorded
+    output, and the ``.grad`` of the tensors it writes (a leaf's AccumulateGrad, a
+    ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
+    None, so the gradients are untouched, and it never raises into the user's backward."""
+    try:
+        limit, pass_nr = rec.max_elements, rec.passes
+        arrived = tuple([grad_head(g, limit) for g in grad_outputs])
+        sent = tuple([grad_head(g, limit) for g in grad_inputs])
+        k = len(rec.steps)
+        rec.steps.append((j, pass_nr, arrived, sent))
+        rec.order.append(j)
+        n = len(arrived)
+        for nr, i in targets:
+            if nr < n:
+                rec.flowed.append((i, pass_nr, arrived[nr]))
+        for i in watch:
+            t = rec.refs[i]()
+            if t is not None:
+                rec.writes.append((k, i, kept_grad(t, limit)))
+    except Exception:  # noqa: BLE001 - recording must never break the user's backward
+        pass
+    return None
+
+def _note_grad(rec: Any, i: int, grad: Any) -> None:
+    """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
+    rec.flowed.append((i, rec.passes, grad_head(grad, rec.max_elements)))
+    return None
+
+
+class BackwardRecord:
+    """The backward half of :class:`graphlens._recorder.Recorder` (its store is set up there)."""
+
+    def complete(self, fns: list, *, handles: list | None = None) -> set:
+        """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
+        once, and read what it saved where the forward pass did not (or again, where
+        backward may have freed it since).  Nodes made before the block are recorded but
+        not walked into.  Given ``handles``, put a pre-hook on every node visited, which
+        notes when the node runs and the gradient flowing into each of its recorded
+        outputs, and append the hooks' handles (remove them when backward is done, also on
+        an error).  Returns the op records visited."""
+        hook = handles is not None
+        added: list = []
+        visited: set = set()
+        seen: set = set()
+        stack = [fn for fn in fns if fn is not None]
+        first = self.first_seq
+        ops, expanded, osaved, volatile, by_seq, onext = (
+            self.ops, self.expanded, self.osaved, self.volatile, self.by_seq, self.onext
+        )
+        read = self.saved
+        op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
+        try:
+            with paused_gc():
+                while stack:
+                    fn = stack.pop()
+                    if fn in seen:
+                        continue
+                    seen.add(fn)
+                    name = type(fn).__name__
+                    j = by_seq.get(fn._sequence_nr()) if name != "AccumulateGrad" else None
+                    if j is None or ops[j][_NAME] != name:
+                        j = op_of(fn, None)
+                    visited.add(j)
+                    orec = ops[j]
+                    var = orec[_VAR]
+                    if hook:
+                        targets = ((0, var),) if var is not None else tuple(orec[_OUTS].items())
+                        watch = (var,) if var is not None else self._retained(orec[_OUTS].values())
+                        for i in watch:
+                            self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
+                        added.append(fn.register_hook(partial(_step, self, j, targets, watch)))
+                    if var is not None:
+                        expanded.add(j)
+                        continue
+                    if read and not (hook and (j in osaved or j in rows)):
+                        # (before a backward, what the forward pass read is still true)
+                        osaved[j], volatile[j] = read_saved(
+                            fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)
+                        )
+                    if j in expanded:
+                        if j in onext:  # walked before: only its hooks and saved values are new
+                            stack.extend(c for c, _ in fn.next_functions if c is not None and c not in seen)
+                        continue  # (else a boundary)
+                    expanded.add(j)
+                    if fn._sequence_nr() < first:
+                        continue  # made before the block: a boundary
+                    links = []
+                    for input_nr, (child, output_nr) in enumerate(fn.next_functions):
+                        if child is not None:
+                            k = op_of(child, None)
+                            crec = ops[k]
+                            if crec[_OSCOPE] is None and crec[_FORWARD] is None:
+                                crec[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
+                            links.append((input_nr, k, output_nr))
+                            if child not in seen:
+                                stack.append(child)
+                    onext[j] = tuple(links)
+        except BaseException:
+            for h in added:
+                h.remove()
+            raise
+        finally:
+            fn = child = None
+        if hook:
+            handles.extend(added)
+        return visited
+
+    def _retained(self, records) -> tuple:
+        """The records among ``records`` whose live tensor keeps its grad (``retain_grad()``)."""
+        out = []
+        for i in records:
+            t = self.refs[i]()
+            if t is not None and not t.is_leaf and t.retains_grad:
+                out.append(i)
+        return tuple(out)
+
+    def saved_tensor(self, j: int, value: _Tensor, _name: str) -> str | None:
+        """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or
+        outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
+        orec = self.ops[j]
+        near = [*(orec[_INS] or ()), *orec[_OUTS].values()]
+        refs = self.refs
+        for i in reversed(near):  # the latest version first
+            t = refs[i]()
+            if t is not None and same_data(t, value):
+                return f"t{i}"
+        i = self.index_of(value)
+        return None if i is None else f"t{i}"
+
+    # -- a backward call ------------------------------------------------------------------
+    def begin_pass(self, roots: list, *, kept: bool) -> None:
+        """Note a backward call from ``roots`` (``kept``: with ``retain_graph``)."""
+        for t in roots:
+            if isinstance(t, _Tensor):
+                i = self.input(t)
+                if i not in self.roots:
+                    self.roots.append(i)
+        self.pass_starts.append(len(self.order))
+        self.pass_kept.append(kept)
+        self.pass_done.append(False)
+
+    def end_pass(self, *, done: bool) -> None:
+        self.pass_done[self.passes] = done
+        self.passes += 1
+
+    def hook_grad_inputs(self, inputs: Any) -> list:
+        """torch.autograd.grad hands leaf inputs their gradient without running their
+        AccumulateGrad node, so a tensor hook records what flows into each of them."""
+        found = tensors_in(inputs, [])
+        handles = []
+        for t in found:
+            i = self.index_of(t)
+            if i is None or not t.is_leaf or not t.requires_grad:
+                continue
+            handles.append(t.register_hook(partial(_note_grad, self, i)))
+        return handles
+
+    def released(self) -> set[int]:
+        """The ops that ran in a backward pass that finished without ``retain_graph``:
+        PyTorch released what they saved."""
+        out: set[int] = set()
+        order, starts = self.order, self.pass_starts + [len(self.order)]
+        for p in range(self.passes):
+            if self.pass_done[p] and not self.pass_kept[p]:
+                out.update(order[starts[p]:starts[p + 1]])
+        return out

@@ -1,0 +1,122 @@
+"""How a trace captures live objects cheaply: the record layouts, call names, and the heads of values and gradients."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ._facts import dtype_name, numel_of, plain_shape, read_head
+from .graph import LIVE, UNREADABLE, SavedEntry, Summary
+
+__all__ = [
+    "func_name", "grad_fn_of", "readable", "sequence_now", "head", "grad_head", "kept_grad", "saved_entry",
+    "_FUNC_NAMES", "_TENSOR_PROPERTIES",
+    "_SHAPE", "_DTYPE", "_DEVICE", "_IS_LEAF", "_REQUIRES_GRAD", "_VERSION", "_IS_VIEW", "_IS_PARAM", "_OP",
+    "_OUTPUT_NR", "_DETACHED_FROM", "_REGION", "_SCOPE", "_HEAD",
+    "_NAME", "_VAR", "_FORWARD", "_OREGION", "_OSCOPE", "_OUTS", "_INS", "_LASTI",
+]
+
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+
+# A tensor record is one immutable tuple of plain values (indexes below), so the garbage
+# collector stops tracking it at its first pass: a trace of many small ops must not fill
+# the oldest generation with objects that each full collection walks again.
+(_SHAPE, _DTYPE, _DEVICE, _IS_LEAF, _REQUIRES_GRAD, _VERSION, _IS_VIEW, _IS_PARAM, _OP, _OUTPUT_NR,
+ _DETACHED_FROM, _REGION, _SCOPE, _HEAD) = range(14)
+# (The weak reference lives in a list of its own: a record of plain values only is
+# untracked by the collector, so a long trace does not make every full collection longer.)
+# An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
+# name, region, scope, {output_nr: tensor record}, input tensor records, the block frame's
+# instruction offset when the call was made (-1: not a call)].
+_NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS, _LASTI = range(8)
+
+#: Properties whose getter makes a tensor of the graph (recorded like calls).
+_TENSOR_PROPERTIES = frozenset({"real", "imag", "T", "mT", "H", "mH"})
+
+_FUNC_NAMES: dict[Any, str] = {}
+
+
+def func_name(func: Callable) -> str:
+    """The name a forward call is shown by (``mul``, ``linear``, ``Tensor.data.__get__``)."""
+    name = _FUNC_NAMES.get(func)
+    if name is not None:
+        return name
+    name = getattr(func, "__name__", None) or repr(func)
+    if name in ("__get__", "__set__"):
+        owner = getattr(getattr(func, "__self__", None), "__name__", "")
+        name = owner if name == "__get__" and owner in _TENSOR_PROPERTIES else (f"{owner}.{name}" if owner else name)
+    if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor):
+        try:
+            _FUNC_NAMES[func] = name  # torch functions and Tensor methods: a small fixed set
+        except TypeError:
+            pass
+    return name
+
+
+def grad_fn_of(t: _Tensor) -> Any:
+    """``t.grad_fn``, or None where PyTorch refuses to give it (a view made in no_grad
+    whose base was changed in place since): graphlens must not fail where torch works."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
+def readable(t: _Tensor) -> bool:
+    """Whether torch still describes ``t`` (see :func:`grad_fn_of`)."""
+    try:
+        t.grad_fn
+    except RuntimeError:
+        return False
+    return True
+
+
+def sequence_now() -> int:
+    """The autograd sequence number the next backward node made on this thread will get."""
+    with torch.enable_grad(), torch._C.DisableTorchFunction():  # an enclosing trace must not see it
+        probe = torch.zeros((), requires_grad=True).mul(1)
+    return probe.grad_fn._sequence_nr() + 1
+
+
+def head(t: _Tensor, shape: Any, limit: int) -> Any:
+    """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere)."""
+    if not limit or not t.is_cpu:
+        return None  # (on accelerators reading would wait for the device)
+    if len(shape) == 1 and 0 < shape[0] <= limit and t.layout is _STRIDED and not t.is_nested:
+        return (shape, t.dtype, shape[0], tuple(t.tolist()))
+    return read_head(t, limit)
+
+
+def grad_head(g: Any, limit: int) -> Any:
+    """What a record keeps of a gradient: its head as numbers (never raises)."""
+    if g is None:
+        return None
+    try:
+        shape = g.shape
+        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
+            return (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))
+    except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
+        pass
+    return read_head(g, limit)
+
+
+def kept_grad(t: Any, limit: int) -> Any:
+    """The head of ``t.grad`` where torch keeps one (a leaf, or a retain_grad() tensor): never
+    reading the .grad of another non-leaf, which would warn in the user's program."""
+    if t is None or not (t.is_leaf or t.retains_grad):
+        return None
+    return grad_head(t.grad, limit)
+
+
+def saved_entry(row: tuple) -> SavedEntry:
+    """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
+    if len(row) >= 4:
+        short, i, shape, dtype = row[:4]
+        shape = plain_shape(shape)
+        head = (row[4],) if len(row) == 5 else None
+        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head))
+    if len(row) == 2:
+        return SavedEntry(row[0], LIVE, None, None, row[1])
+    return SavedEntry(row[0], UNREADABLE)

@@ -1,0 +1,174 @@
+"""What a live tensor shows beyond its graph: a ``.grad`` already there, changes through ``.data``, hooks."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .._facts import summarize
+from ..graph import PRECISION
+from ..snapshot import snapshot
+from .live import reaches, shares_memory
+from .paths import PathView
+from .types import Explanation
+
+__all__ = [
+    "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
+    "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer",
+]
+
+def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION) -> Explanation | None:
+    """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
+    its value, and that it is the sum of every backward pass since it was last cleared."""
+    try:
+        keeps = tensor.is_leaf or tensor.retains_grad
+    except RuntimeError:
+        return None
+    grad = tensor.grad if keeps else None
+    if grad is None:
+        return None
+    name = next((n for n, t in candidates if t is tensor), None)
+    if names:
+        name = next((str(n) for n, t in names.items() if t is tensor), name)
+    who = name or "the tensor"
+    value = summarize(grad)
+    del grad
+    g = snapshot(tensor, names={who: tensor})
+    tid = g.roots[0].id
+    sentences = [
+        f"{who + '.grad' if name else 'its .grad'} is set: {value.format(precision)}.",
+        f"It holds the sum of the gradients of every backward pass that reached {who} since its "
+        "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
+    ]
+    fix = (
+        f"If {who + '.grad' if name else 'the gradient'} is larger than you expect (doubled, say), an earlier backward "
+        f"added to it: call optimizer.zero_grad() (or set .grad = None) before each backward. Pass the loss as root, "
+        f"explain({who}, loss), to see the path the gradient takes."
+    )
+    reasons = ["grad_ok"]
+    aliases = data_aliases(candidates, lambda t: reaches([t.grad_fn], tensor))
+    if aliases:
+        reasons.append("modified_through_data")
+        text, fix = data_alias_sentence(aliases)
+        sentences[1:] = [text]
+    hooks = hooks_of(tensor)
+    if hooks:
+        reasons.append("hook_changed_grad")
+        sentences[1:] = [hook_sentence(who, hooks)]
+        fix = hook_fix(who, hooks)
+    return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
+
+
+def changed_untracked(view: PathView, path: list[str]) -> tuple[str, str, list[str]] | None:
+    """A tensor on the gradient's path whose values changed since it was made while its
+    version did not: a change through ``.data`` (or another alias autograd does not track).
+    Backward then computes with the changed values, silently."""
+    for tid in path:
+        if not tid.startswith("t"):
+            continue
+        node = view.t(tid)
+        live = view.g.tensor(tid)
+        if live is None or node.value is None or not node.value.head:
+            continue
+        now = summarize(live)
+        if now is None or now.head == node.value.head or node.version != node_version(live):
+            continue
+        alias = [t for t in view.g.tensors if t.detached_from == tid and t.made_by == "data"]
+        via = f" through {view.label(alias[0].id)} = {view.label(tid)}.data" if alias else " through an alias autograd does not track (.data)"
+        text = (
+            f"{view.label(tid)} was changed{via} after it was made: its values are now {now.format()} where the graph "
+            f"computed {node.value.format()}, but its version did not change, so backward used the changed values "
+            f"without an error: the gradient is computed from them and is silently wrong."
+        )
+        fix = (
+            f"Do not change {view.label(tid)} through .data while its graph is needed: use .detach() (backward then "
+            f"raises instead of computing a wrong gradient) or clone() it, and change the copy."
+        )
+        return text, fix, [a.id for a in alias] + [tid]
+    return None
+
+
+def node_version(t: torch.Tensor) -> int:
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return -1
+
+
+def data_aliases(candidates: list, reaching: Callable[[torch.Tensor], bool]) -> list[tuple[str, str]]:
+    """``(alias, target)`` names of the caller's variables that share a tensor's memory without
+    sharing its version counter (as ``c = out.data`` does) and were changed in place since
+    (their own version moved), where ``reaching(target)``: autograd cannot see such a change."""
+    out = []
+    grads = [(n, t) for n, t in candidates if t.requires_grad and t.grad_fn is not None]
+    for an, a in candidates:
+        try:
+            if a.requires_grad or node_version(a) <= 0:
+                continue
+            for tn, t in grads:
+                if t is not a and node_version(a) != node_version(t) and shares_memory(a, t) and reaching(t):
+                    out.append((an, tn))
+                    break
+        except RuntimeError:
+            continue
+    return out
+
+
+def data_alias_sentence(found: list[tuple[str, str]]) -> tuple[str, str]:
+    alias, target = found[0]
+    return (
+        f"{alias} shares the memory of {target} without sharing its version counter (as {alias} = {target}.data does), "
+        f"and it was changed in place: autograd cannot see that change, so a backward run after it computes with the "
+        f"changed values of {target} (if an operation saved them) and gives a silently wrong gradient.",
+        f"Do not change {target} through .data while its graph is needed: use {target}.detach() (backward then "
+        f"raises instead of computing a wrong gradient) or clone() it and change the copy.",
+    )
+
+
+def hooks_of(t: torch.Tensor) -> list[str]:
+    """The names of the hooks registered on ``t`` with ``register_hook`` (read, never run)."""
+    hooks = getattr(t, "_backward_hooks", None) or {}
+    return [getattr(h, "__qualname__", None) or getattr(h, "__name__", None) or type(h).__name__ for h in hooks.values()]
+
+
+def hook_sentence(who: str, hooks: list[str]) -> str:
+    return (
+        f"{who} has {len(hooks)} hook(s) registered with register_hook ({', '.join(hooks[:3])}): a hook that returns a "
+        f"tensor replaces the gradient, so {who}.grad may be what the hook made of it rather than what backward computed."
+    )
+
+
+def hook_fix(who: str, hooks: list[str]) -> str:
+    return (
+        f"Check what {hooks[0]} returns: return None (or the gradient unchanged) to leave it alone; remove the hook "
+        f"with the handle register_hook gave back (handle.remove()) when it is no longer wanted."
+    )
+
+
+def producer(view: PathView, node) -> str | None:
+    """The backward name of the op that made ``node`` (its forward name when it has none)."""
+    if node is None or node.op is None or node.op not in view.g:
+        return None
+    return view.o(node.op).label
+
+
+def rebound(view: PathView, tid: str | None, node, hints) -> tuple[int | None, str | None] | None:
+    """``(line, code)`` when the tensor's name was rebound to a value computed from the tensor
+    it named before (``w = w - lr * w.grad``): seen in a trace (the producing call's input
+    has the same name), or read from the caller's code (``hints["rebind"]``)."""
+    found = hints.get("rebind")
+    if found and not found[2]:
+        return found[0], found[1]
+    if node is None or node.name is None or node.op is None or view.g.source != "trace":
+        return None
+    op = view.o(node.op)
+    if any(view.t(i).name == node.name and view.t(i).is_leaf for i in view.adj.inputs.get(node.op, ())):
+        return op.line, op.code
+    return None
+
+
+def in_optimizer(optimizer, live, node) -> bool:
+    if live is None:
+        return False
+    return any(p is live for group in optimizer.param_groups for p in group["params"])
