@@ -381,3 +381,44 @@ def test_a_failed_backward_is_not_taken_as_having_freed_anything():
             y.sum().backward()
     exp = next(o for o in tr.graph().ops if o.name == "ExpBackward0")
     assert all(e.state is not FREED for e in exp.saved)
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_sequence_now_is_the_number_of_the_next_node(where):
+    """sequence_now() is the autograd sequence number the next node made on this thread gets, and reading it makes no node."""
+    import threading
+
+    from graphlens._capture import probe_sequence_now, sequence_now
+
+    seen = []
+
+    def run():
+        x = torch.ones(2, requires_grad=True)
+        warm = (x * 1 + 1).exp()  # nodes made on this thread before: the counter is not at 0
+        expected = sequence_now()
+        assert expected > warm.grad_fn._sequence_nr()
+        assert sequence_now() == expected  # reading it twice consumed nothing
+        probed = probe_sequence_now()  # the fallback: its probe node takes the number expected
+        assert probed == expected + 1 == sequence_now()
+        y = x * 2
+        seen.append((probed, y.grad_fn._sequence_nr()))
+
+    if where == "main thread":
+        run()
+    else:
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+    assert len(seen) == 1 and seen[0][0] == seen[0][1]
+
+
+def test_nodes_made_before_the_block_are_boundaries():
+    """A graph built before the trace is not walked into: its last node is recorded, the ones behind it are not."""
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    before = (a * 2).exp()
+    with gl.trace() as tr:
+        loss = (before * 3).sum()
+        loss.backward()
+    names = [o.name for o in tr.graph().ops]
+    assert "ExpBackward0" in names and "MulBackward0" in names
+    assert names.count("MulBackward0") == 1 and "AccumulateGrad" not in names
