@@ -540,3 +540,39 @@ def test_no_guess_among_several_unrelated_outputs():
     e = explain(q)
     assert "s1" not in str(e) and "s2" not in str(e)
     assert "no root was given" in str(e)
+
+
+class _KeepsCtx(torch.autograd.Function):
+    """Multiplies by a tensor it keeps as a ctx attribute (not save_for_backward)."""
+
+    @staticmethod
+    def forward(ctx, x, other):
+        ctx.other = other
+        return x * other
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.other, None
+
+
+def test_ctx_attribute_is_blamed_only_when_it_is_the_input_changed_since():
+    """A ctx tensor is blamed when it is an input of the call changed in place after it, never for a tensor graphlens cannot place."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    other = w * 2                                   # an input of the call, changed after it: blamed
+    loss = _KeepsCtx.apply(w, other).sum()
+    other.mul_(5)
+    assert "ctx_attribute_changed" in explain(w, loss).reasons
+
+    w2 = torch.tensor([1.0, 2.0], requires_grad=True)
+    base = w2 * 2
+    kept = base + 1                                 # not an input: the call gets `base`
+    loss2 = _KeepsCtx.apply(w2, base).sum()
+    loss2.grad_fn.next_functions[0][0].other = kept  # (what a closure over `kept` would do)
+    kept.mul_(5)
+    assert "ctx_attribute_changed" not in explain(w2, loss2).reasons
+
+    w3 = torch.tensor([1.0, 2.0], requires_grad=True)
+    leaf = torch.tensor([3.0, 4.0])                 # no history: before and after look alike
+    loss3 = _KeepsCtx.apply(w3, leaf).sum()
+    leaf.mul_(5)
+    assert "ctx_attribute_changed" not in explain(w3, loss3).reasons

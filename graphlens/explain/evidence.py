@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 
 from .._facts import summarize
+from .._safety import KEEP_MIN_NODES, keep_children
 from ..graph import PRECISION
 from ..snapshot import snapshot
 from .live import reaches, shares_memory
@@ -14,7 +15,7 @@ from .paths import PathView
 from .types import Explanation
 
 __all__ = [
-    "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
+    "CtxChange", "ctx_changes", "ctx_change_sentence", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
     "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer",
 ]
 
@@ -172,3 +173,92 @@ def in_optimizer(optimizer, live, node) -> bool:
     if live is None:
         return False
     return any(p is live for group in optimizer.param_groups for p in group["params"])
+
+
+_CUSTOM_NODE = torch.autograd.function.BackwardCFunction
+
+
+class CtxChange(NamedTuple):
+    """A tensor a custom ``autograd.Function`` kept as a plain ``ctx`` attribute, changed in place after the call."""
+
+    function: str  # the Function's name (``Square``)
+    node: str  # its backward node (``SquareBackward``)
+    attribute: str  # ``ctx.<attribute>``
+    name: str | None  # the caller's name for the tensor
+    changed_by: str  # the backward node of the first in-place change (``AddBackward0``)
+    changes: int  # in-place changes since the call
+
+
+def ctx_changes(roots: list, target: torch.Tensor, names: Callable[[torch.Tensor], str | None], *, limit: int = 200_000) -> list[CtxChange]:
+    """The tensors kept as ``ctx`` attributes by custom Functions between ``roots`` and
+    ``target`` and changed in place since the call.  autograd checks the version of what
+    ``save_for_backward`` saved, not of a ``ctx`` attribute, so such a change silently
+    changes the gradient.  Known only from evidence: the tensor's version moved, and its
+    history since leads, one in-place op per step, back to the very node the Function's
+    input edge points to (so it is the input the call used, changed after it).  A tensor
+    with no history (a leaf changed under no_grad) is not judged: its edge cannot tell
+    before from after."""
+    out: list[CtxChange] = []
+    seen: set = set()
+    stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and r.grad_fn is not None]
+    while stack and len(seen) < limit:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        nexts = fn.next_functions if len(seen) < KEEP_MIN_NODES else keep_children(fn)
+        stack.extend(c for c, _ in nexts if c is not None and c not in seen)
+        if not isinstance(fn, _CUSTOM_NODE):
+            continue
+        try:
+            attrs = dict(vars(fn))
+        except TypeError:
+            continue
+        inputs = [c for c, _ in nexts if c is not None]
+        for attr, value in sorted(attrs.items()):
+            if attr.startswith("_") or not isinstance(value, torch.Tensor):
+                continue
+            found = _changed_since(value, inputs)
+            if found is None or not reaches([fn], target):
+                continue
+            first, steps = found
+            node = type(fn).__name__
+            out.append(CtxChange(node.removesuffix("Backward"), node, attr, names(value), first, steps))
+    return out
+
+
+def _changed_since(value: torch.Tensor, inputs: list) -> tuple[str, int] | None:
+    """``(first in-place node, count)`` when ``value`` is one of ``inputs`` (as the call saw
+    it) changed in place since, else None."""
+    try:
+        version = int(value._version)
+        current = value.grad_fn
+    except RuntimeError:
+        return None
+    if current is None or version <= 0 or any(current is c for c in inputs):
+        return None
+    node, steps = current, 0
+    while node is not None and steps < version:
+        nexts = node.next_functions
+        if not nexts:
+            return None
+        node = nexts[0][0]
+        steps += 1
+        if any(node is c for c in inputs):
+            return type(current).__name__, steps
+    return None
+
+
+def ctx_change_sentence(found: CtxChange) -> tuple[str, str]:
+    """``(sentence, fix)`` for a :class:`CtxChange`."""
+    who = found.name or "the tensor"
+    times = "once" if found.changes == 1 else f"{found.changes} times"
+    return (
+        f"{found.function} kept {who} as a ctx attribute (ctx.{found.attribute}) instead of saving it with "
+        f"ctx.save_for_backward, and {who} was changed in place after {found.function} used it ({times} since; "
+        f"{who}.grad_fn is now {found.changed_by}): autograd checks only what save_for_backward saved, so {found.node} computes "
+        f"with the changed values and the gradient is silently wrong.",
+        f"In {found.function}.forward save the tensor with ctx.save_for_backward({found.attribute}) and read it in "
+        f"backward as ctx.saved_tensors (PyTorch then raises when it was changed in place); keep only non-tensor values "
+        f"as ctx attributes. Or leave {who} unchanged until backward has run (change a clone()).",
+    )

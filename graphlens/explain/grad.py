@@ -20,7 +20,7 @@ from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
 from .paths import PathView
 from .types import Explanation
 from .evidence import (
-    changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
+    ctx_change_sentence, ctx_changes, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
     in_optimizer, producer, rebound,
 )
 
@@ -112,7 +112,13 @@ def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, pre
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
     roots = [r.id for r in g.roots]
     ran = _backward_ran_recorded(g, view, roots, trace)
-    return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints={}, precision=precision)
+    hints: dict[str, Any] = {}
+    roots_live = [t for t in (g.tensor(r) for r in roots) if t is not None]
+    if live is not None and roots_live:
+        hints["ctx_changed"] = ctx_changes(roots_live, live, lambda t: next(
+            (n.name for n in g.tensors if n.name and g.tensor(n.id) is t), None))
+    del roots_live
+    return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
 
 
 def _backward_ran_recorded(g: Graph, view: PathView, roots: list[str], trace: Trace | None) -> bool | None:
@@ -196,6 +202,11 @@ def _explain_live(
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
         if roots:
+            def name_of(t):
+                return next((str(n) for n, v in (names or {}).items() if v is t), None) or next(
+                    (n for n, v in candidates if v is t), None)
+
+            hints["ctx_changed"] = ctx_changes(roots, tensor, name_of)
             hints["data_alias"] = data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
                                                 and (t.is_leaf and t is tensor or reaches([t.grad_fn], tensor)))
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
@@ -254,6 +265,8 @@ def analyse(
     sentences: list[str] = []
     fix = None
     found_cut = None
+    fault_op: str | None = None  # the op at fault where no cut is (a Function that kept a ctx tensor)
+    fault_node: str | None = None
     root_cut = False
     path: list[str] = []
     edges: list[tuple[str, str]] = []
@@ -531,8 +544,17 @@ def analyse(
             if changed is None and hints.get("data_alias"):
                 text, alias_fix = data_alias_sentence(hints["data_alias"])
                 changed = (text, alias_fix, [])
+            if changed is None and hints.get("ctx_changed"):
+                found = hints["ctx_changed"][0]
+                text, ctx_fix = ctx_change_sentence(found)
+                at = [o.id for o in g.ops if o.name == found.node]
+                changed = (text, ctx_fix, at[:1])
+                fault_op = found.node
+                fault_node = at[0] if len(at) == 1 else None
             if changed is not None:
                 reasons.append("modified_through_data")
+                if fault_op is not None:
+                    reasons.append("ctx_attribute_changed")
                 sentences.append(changed[0])
                 fix = changed[1]
                 path = list(path) + [p for p in changed[2] if p not in path]
@@ -594,6 +616,14 @@ def analyse(
                     f"which sets None by default) cleared the gradient since; graphlens cannot tell which from the graph."
                 )
             fix = f"Call {backward}, then read {name}.grad."
+    if hints.get("ctx_changed") and "ctx_attribute_changed" not in reasons and reasons[:1] != ["grad_ok"]:
+        # the path is intact (the Function reaches the tensor) and backward is still to run
+        found = hints["ctx_changed"][0]
+        text, fix = ctx_change_sentence(found)
+        reasons += ["modified_through_data", "ctx_attribute_changed"]
+        sentences.append(text)
+        at = [o.id for o in g.ops if o.name == found.node]
+        fault_op, fault_node = found.node, (at[0] if len(at) == 1 else None)
     if optimizer is not None and requires_grad and is_leaf and not in_optimizer(optimizer, live, node):
         reasons.append("not_in_optimizer")
         sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")
@@ -608,10 +638,10 @@ def analyse(
         graph=g,
         path=[p for p in path if p in g],
         edges=edges,
-        op=found_cut.op if found_cut else (producer(view, node) if reasons[0] in _MADE_BY else None),
+        op=found_cut.op if found_cut else (fault_op or (producer(view, node) if reasons[0] in _MADE_BY else None)),
         line=found_cut.code if found_cut else None,
         lineno=found_cut.line if found_cut else None,
-        cause=found_cut.node if found_cut else None,
+        cause=found_cut.node if found_cut else fault_node,
     )
 
 

@@ -42,6 +42,8 @@ GRAD_REASONS: dict[str, str] = {
     "hook_changed_grad": "a hook registered on the tensor (register_hook) changed the gradient that reached it",
     "modified_through_data": "a value backward needed was changed through .data (or another alias autograd does not "
     "track), so the gradient is silently computed from the changed value",
+    "ctx_attribute_changed": "a custom autograd.Function kept a tensor as a ctx attribute (not save_for_backward) and "
+    "it was changed in place after the call, so its backward silently computes with the changed values",
 }
 
 #: Reason codes of :func:`explain_error`, one per kind of error, with what each one means.
@@ -95,6 +97,7 @@ _NOTE_WORDS = {
     "inplace_saved": "changed in place here, after it was saved",
     "created_in_no_grad": "made under no_grad: no graph",
     "modified_through_data": "changed through .data: gradient silently wrong",
+    "ctx_attribute_changed": "kept a ctx tensor that was changed in place since: gradient silently wrong",
 }
 
 
