@@ -66,6 +66,7 @@ class Recorder(BackwardRecord):
         self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
+        self.origins: dict[int, tuple[str, int]] = {}  # external record without history -> (file, line) of its first use
         self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
         self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
         self.volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
@@ -163,7 +164,10 @@ class Recorder(BackwardRecord):
                 return self.adopted(t, i) if version_of(t) == rec[_VERSION] else i
         fn = grad_fn_of(t)
         if fn is None:
-            return self.new_tensor(t, None, 0, None, None, external=True)
+            i = self.new_tensor(t, None, 0, None, None, external=True)
+            if not t.requires_grad and self.frame is not None:
+                self.note_origin(i)
+            return i
         op = self.op_of(fn, None)
         nr = t.output_nr
         i = self.new_tensor(t, op, nr, None, None, external=True)
@@ -448,6 +452,17 @@ class Recorder(BackwardRecord):
         self.ops[j][_LASTI] = lasti
         self.calls.append(j)
         self.note_where(j, [t])
+
+    def note_origin(self, i: int) -> None:
+        """For a tensor without history first seen now, inside the block (made by a call
+        the mode does not see, e.g. the legacy ``torch.FloatTensor([...])``, or passed in):
+        where the user's code first used it, ``(file, line)``, so its source can be read."""
+        frame = user_frame(3)
+        try:
+            if frame is not None and not frame.f_code.co_filename.startswith("<eval_with_key"):
+                self.origins[i] = (frame.f_code.co_filename, frame.f_lineno)
+        finally:
+            del frame
 
     def note_where(self, j: int, ins: list) -> None:
         """For a call where the gradient path stops (rare, so affordable): the innermost

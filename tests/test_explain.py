@@ -576,3 +576,30 @@ def test_ctx_attribute_is_blamed_only_when_it_is_the_input_changed_since():
     loss3 = _KeepsCtx.apply(w3, leaf).sum()
     leaf.mul_(5)
     assert "ctx_attribute_changed" not in explain(w3, loss3).reasons
+
+
+def test_a_tensor_the_trace_could_not_see_being_made_gets_a_code_lead():
+    """A legacy torch.FloatTensor([...]) built from .tolist() values bypasses the mode; the traced answer reads the code that made it."""
+    w = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    with gl.trace() as tr:
+        signs = torch.FloatTensor([float(v > 0) for v in w.tolist()])
+        penalty = (signs * 2.0).sum()
+    e = explain(penalty, tr)
+    assert e.reasons[:2] == ("requires_grad_false", "cut_by_python_value")
+    assert "signs = torch.FloatTensor(" in e.line and "signs" in str(e)
+
+
+def test_data_from_outside_the_block_gets_no_code_lead():
+    """A tensor made before the trace by an ordinary factory is not blamed as a cut: the answer stays the general one."""
+    data = torch.randn(3)
+    w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+    def scaled(t):
+        return t * 2.0
+
+    with gl.trace() as tr:
+        target = scaled(data)
+        loss = ((w - target) ** 2).sum()
+    e = explain(target, tr)
+    assert e.reason == "requires_grad_false" and "cut_by_python_value" not in e.reasons
+    assert "read your code" not in str(e)

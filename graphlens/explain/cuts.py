@@ -12,7 +12,7 @@ from typing import NamedTuple
 from .facts import region_kind
 from .paths import PathView
 
-__all__ = ["Cut", "traced_cut", "traced_cut_between", "code_cut", "cut_fix", "rebinding", "rebind_fix", "INTEGER_DTYPE_NAMES"]
+__all__ = ["Cut", "traced_cut", "traced_cut_between", "code_cut", "origin_cut", "cut_fix", "rebinding", "rebind_fix", "INTEGER_DTYPE_NAMES"]
 
 #: dtype names of the records that can never carry a gradient.
 INTEGER_DTYPE_NAMES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "uint16", "uint32", "uint64"})
@@ -310,14 +310,16 @@ def _scope_of(tree: ast.AST, lineno: int) -> ast.AST:
     return best
 
 
-def code_cut(frame: FrameType | None, lineno: int | None, root: str | None, live: dict | None = None) -> Cut | None:
+def code_cut(
+    frame: FrameType | None, lineno: int | None, root: str | None, live: dict | None = None, *, filename: str | None = None
+) -> Cut | None:
     """A lead read from the source of ``frame``'s function: following the variables ``root``
     was assigned from (before ``lineno``), the closest call whose result carries no gradient
     (argmax, ``.long()``, a comparison, ``.item()``, ``torch.tensor(...)``, ``.detach()``).
     Source reading cannot see values, so the cut is a lead: ``known`` is False."""
-    if frame is None or root is None or lineno is None or not root.isidentifier():
+    if (frame is None and filename is None) or root is None or lineno is None or not root.isidentifier():
         return None
-    filename = frame.f_code.co_filename
+    filename = filename or frame.f_code.co_filename
     lines = linecache.getlines(filename)
     if not lines:
         return None
@@ -470,3 +472,35 @@ def rebind_fix(name: str) -> str:
         f"with torch.no_grad(): {name} -= lr * {name}.grad, then {name}.grad = None (or {name}.grad.zero_()); "
         f"or let an optimizer do it (torch.optim.SGD([{name}], lr=lr).step())."
     )
+
+
+def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]]) -> Cut | None:
+    """A lead for a traced tensor that does not require grad: following its forward inputs
+    back to a tensor without history that the trace saw only when it was first used
+    (``origins``: tensor id -> (file, line) of that use; made by a call the mode cannot see,
+    such as the legacy ``torch.FloatTensor([...])``), the source of that line's function
+    is read for how the names on it were made (:func:`code_cut`).  A lead, not a fact."""
+    import keyword
+    import re
+
+    seen: set[str] = set()
+    stack = [tid]
+    while stack:
+        t = stack.pop()
+        if t in seen or t not in view.g:
+            continue
+        seen.add(t)
+        if t in origins:
+            filename, lineno = origins[t]
+            line = linecache.getline(filename, lineno)
+            for name in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _strip_comment(line))):
+                if keyword.iskeyword(name):
+                    continue
+                cut = code_cut(None, lineno, name, filename=filename)
+                if cut is not None and cut.kind == "cut_by_python_value":
+                    return cut
+            continue
+        node = view.t(t)
+        if node.op is not None and node.op in view.g:
+            stack.extend(i for i in view.adj.inputs.get(node.op, ()) if not view.t(i).requires_grad)
+    return None

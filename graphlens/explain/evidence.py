@@ -15,7 +15,7 @@ from .paths import PathView
 from .types import Explanation
 
 __all__ = [
-    "CtxChange", "ctx_changes", "ctx_change_sentence", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
+    "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
     "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer",
 ]
 
@@ -262,3 +262,13 @@ def ctx_change_sentence(found: CtxChange) -> tuple[str, str]:
         f"backward as ctx.saved_tensors (PyTorch then raises when it was changed in place); keep only non-tensor values "
         f"as ctx attributes. Or leave {who} unchanged until backward has run (change a clone()).",
     )
+
+
+def add_ctx_change(g, found: CtxChange, reasons: list, sentences: list) -> tuple[str, str | None, str]:
+    """Add a :class:`CtxChange` to an answer: its reasons and sentence.  Returns ``(op at
+    fault, the graph's node for it or None, fix)``."""
+    text, fix = ctx_change_sentence(found)
+    reasons += [r for r in ("modified_through_data", "ctx_attribute_changed") if r not in reasons]
+    sentences.append(text)
+    at = [o.id for o in g.ops if o.name == found.node]
+    return found.node, (at[0] if len(at) == 1 else None), fix

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -13,14 +12,13 @@ from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
-from ..snapshot import snapshot
-from .cuts import Cut, code_cut, cut_fix as _cut_fix, rebind_fix, rebinding, traced_cut_between
+from .cuts import Cut, code_cut, origin_cut, cut_fix as _cut_fix, rebind_fix, rebinding, traced_cut_between
 from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved_is_freed
-from .live import INTEGER_DTYPES, find_live, reaches, shares_memory
+from .live import INTEGER_DTYPES, find_live, reaches, shares_memory, snapshot_for
 from .paths import PathView
 from .types import Explanation
 from .evidence import (
-    ctx_change_sentence, ctx_changes, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
+    add_ctx_change, ctx_changes, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
     in_optimizer, producer, rebound,
 )
 
@@ -113,6 +111,9 @@ def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, pre
     roots = [r.id for r in g.roots]
     ran = _backward_ran_recorded(g, view, roots, trace)
     hints: dict[str, Any] = {}
+    origins = getattr(getattr(trace, "_rec", None), "origins", None)
+    if origins:
+        hints["origins"] = {f"t{i}": where for i, where in origins.items()}
     roots_live = [t for t in (g.tensor(r) for r in roots) if t is not None]
     if live is not None and roots_live:
         hints["ctx_changed"] = ctx_changes(roots_live, live, lambda t: next(
@@ -210,7 +211,7 @@ def _explain_live(
             hints["data_alias"] = data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
                                                 and (t.is_leaf and t is tensor or reaches([t.grad_fn], tensor)))
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None
-        g = _snapshot_for(roots, tensor, extra, names=names)
+        g = snapshot_for(roots, tensor, extra, names=names)
         view = PathView(g)
         root_ids = [r.id for r in g.roots]
         tid = find_live(g, tensor)
@@ -220,20 +221,6 @@ def _explain_live(
         return analyse(view, tid, root_ids, live=tensor, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
     finally:
         candidates.clear()
-
-
-def _snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:
-    """A snapshot of the roots, the tensor and ``extra`` tensors, whose roots are ``roots`` only."""
-    all_roots = list(roots) + [tensor] + list(extra)
-    g = snapshot(*all_roots, names=names)
-    n_roots = len({id(r) for r in roots})
-    root_ids = [r.id for r in g.roots][:n_roots]
-    refs = {}
-    for node in g.tensors:
-        t = g.tensor(node.id)
-        if t is not None:
-            refs[node.id] = weakref.ref(t)
-    return Graph(g.tensors, g.ops, g.edges, root_ids, source=g.source, refs=refs)
 
 
 def analyse(
@@ -335,6 +322,13 @@ def analyse(
         elif is_param:
             sentences.append("It is a parameter whose requires_grad was set to False (frozen).")
             fix = f"Call {name}.requires_grad_(True) before the forward pass if it should learn."
+        elif tid is not None and hints.get("origins") and (lead := origin_cut(view, tid, hints["origins"])) is not None:
+            # made from a tensor the trace saw only at its first use: the code says how it was made
+            reasons.append(lead.kind)
+            sentences.append(lead.text)
+            fix = _cut_fix(lead, name)
+            found_cut = lead
+            path = [tid]
         else:
             sentences.append(
                 "A tensor made directly starts with requires_grad=False; so does one made by detach(), inside "
@@ -544,17 +538,8 @@ def analyse(
             if changed is None and hints.get("data_alias"):
                 text, alias_fix = data_alias_sentence(hints["data_alias"])
                 changed = (text, alias_fix, [])
-            if changed is None and hints.get("ctx_changed"):
-                found = hints["ctx_changed"][0]
-                text, ctx_fix = ctx_change_sentence(found)
-                at = [o.id for o in g.ops if o.name == found.node]
-                changed = (text, ctx_fix, at[:1])
-                fault_op = found.node
-                fault_node = at[0] if len(at) == 1 else None
             if changed is not None:
                 reasons.append("modified_through_data")
-                if fault_op is not None:
-                    reasons.append("ctx_attribute_changed")
                 sentences.append(changed[0])
                 fix = changed[1]
                 path = list(path) + [p for p in changed[2] if p not in path]
@@ -616,14 +601,8 @@ def analyse(
                     f"which sets None by default) cleared the gradient since; graphlens cannot tell which from the graph."
                 )
             fix = f"Call {backward}, then read {name}.grad."
-    if hints.get("ctx_changed") and "ctx_attribute_changed" not in reasons and reasons[:1] != ["grad_ok"]:
-        # the path is intact (the Function reaches the tensor) and backward is still to run
-        found = hints["ctx_changed"][0]
-        text, fix = ctx_change_sentence(found)
-        reasons += ["modified_through_data", "ctx_attribute_changed"]
-        sentences.append(text)
-        at = [o.id for o in g.ops if o.name == found.node]
-        fault_op, fault_node = found.node, (at[0] if len(at) == 1 else None)
+    if hints.get("ctx_changed"):  # (the Function reaches the tensor: the path is intact)
+        fault_op, fault_node, fix = add_ctx_change(g, hints["ctx_changed"][0], reasons, sentences)
     if optimizer is not None and requires_grad and is_leaf and not in_optimizer(optimizer, live, node):
         reasons.append("not_in_optimizer")
         sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from .._safety import KEEP_MIN_NODES, keep_children
 
 from ..graph import Graph
+from ..snapshot import snapshot
 
-__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory"]
+__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for"]
 
 #: The dtypes that can never require grad.
 INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -51,3 +54,17 @@ def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     except Exception:  # noqa: BLE001 - odd tensors (meta, sparse) share nothing we can see
         return False
     return pa != 0 and pa == pb
+
+
+def snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[torch.Tensor], *, names) -> Graph:
+    """A snapshot of the roots, the tensor and ``extra`` tensors, whose roots are ``roots`` only."""
+    all_roots = list(roots) + [tensor] + list(extra)
+    g = snapshot(*all_roots, names=names)
+    n_roots = len({id(r) for r in roots})
+    root_ids = [r.id for r in g.roots][:n_roots]
+    refs = {}
+    for node in g.tensors:
+        t = g.tensor(node.id)
+        if t is not None:
+            refs[node.id] = weakref.ref(t)
+    return Graph(g.tensors, g.ops, g.edges, root_ids, source=g.source, refs=refs)

@@ -15,7 +15,6 @@ How D_l was built is seen by a trace; without one graphlens sees only that dloss
 and must not propose backpropagating a sum of losses (total already is one) or making dloss a leaf.
 """
 
-import pytest
 import torch
 from torch import nn
 
@@ -64,10 +63,18 @@ def test_plain_fix_does_not_make_dloss_a_leaf():
     expect(gl.explain(dloss, total), never_fix=("dloss.requires_grad_()",))
 
 
-@pytest.mark.xfail(strict=True, reason="P1: the argmax + FloatTensor cut is not recognised")
 def test_traced_answer_names_the_new_floattensor():
     """With a trace, explain(dloss, tr) names the values that left the graph (tolist) and came back in torch.FloatTensor."""
     with gl.trace() as tr:
         model, dloss, total = argmax_new_tensor_silent()
     expect(gl.explain(dloss, tr), reason="requires_grad_false", reasons=("cut_by_python_value",),
            op=("tolist", "FloatTensor", "torch.FloatTensor", "tensor"), line="torch.FloatTensor(")
+
+
+def test_traced_lead_is_only_a_lead_and_names_d_l():
+    """The traced answer says it read the code (a lead, not the graph), names D_l and gives the FloatTensor line."""
+    with gl.trace() as tr:
+        model, dloss, total = argmax_new_tensor_silent()
+    e = gl.explain(dloss, tr)
+    expect(e, says=("read your code", "D_l"), fix=("torch operations",), never_fix=("dloss.requires_grad_()",))
+    assert e.lineno is not None and "FloatTensor" in e.line
