@@ -151,3 +151,49 @@ def test_compare_rejects_what_is_not_a_graph():
         gl.compare(g, torch.ones(1))
     with pytest.raises(TypeError, match="labels must be two strings"):
         gl.compare(g, g, labels=("one",))
+
+
+def _positions(src):
+    """Node centres (points) from Graphviz's own layout of ``src`` (plain output)."""
+    import subprocess
+
+    out = subprocess.run(["dot", "-Tplain"], input=src, capture_output=True, text=True, check=True).stdout
+    pos = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "node":
+            pos[parts[1]] = (float(parts[2]), float(parts[3]), float(parts[4]), float(parts[5]))
+    return pos
+
+
+@pytest.mark.skipif(__import__("shutil").which("dot") is None, reason="needs the Graphviz dot program")
+@pytest.mark.parametrize("target", ["h", "loss"])
+def test_notes_on_one_node_stack_next_to_it(target):
+    """Three notes on one node (an inner one, and the bottom-row root) are tied to it and laid out as a column beside it, none far off."""
+    g = _graph().annotate({target: ["first", "second note, a little longer", "third"]})
+    tid = g.find(target).id
+    src = to_dot(g).source
+    for k in range(3):
+        assert re.search(rf"\b{tid} -> note{k} \[style=dotted dir=none", src), k
+    pos = _positions(src)
+    x, y, w, h = pos[tid]
+    notes = [pos[f"note{k}"] for k in range(3)]
+    assert all(nx > x for nx, _, _, _ in notes)  # all on the right of the node
+    xs = [nx for nx, _, _, _ in notes]
+    assert max(xs) - min(xs) < 1.0  # one column (inches), not spread along the rank
+    ys = sorted(ny for _, ny, _, _ in notes)
+    assert all(b - a > 0.2 for a, b in zip(ys, ys[1:]))  # stacked, not overlapping
+    assert all(abs(ny - y) < 2.5 for _, ny, _, _ in notes)  # near the node
+
+
+def test_a_note_on_a_node_made_under_no_grad_sits_in_its_region():
+    """A note on a tensor inside a no_grad region is declared inside that region's cluster, so it can sit right beside it."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        with torch.no_grad():
+            y = w * 2
+        loss = (w * y).sum()
+    g = tr.graph().annotate({"y": "made under no_grad"})
+    src = to_dot(g).source
+    cluster = src.split("subgraph cluster_no_grad_0 {", 1)[1].split("\n\t}", 1)[0]
+    assert "note0 [label=" in cluster and f"{g.find('y').id} [label=" in cluster

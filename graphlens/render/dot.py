@@ -124,7 +124,6 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
     body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
     beside, note_tail = note_lines(notes or {}, nodes, qid, prefix)
     regions: dict[str, list[Node]] = {}
-    region_notes: list[str] = []
     for n in nodes:
         if n.region:
             regions.setdefault(n.region, []).append(n)
@@ -144,14 +143,15 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         body.append(f"\t\t{qid(title)}{attr_list(kind, title_attrs)}\n")
         for n in members:
             body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
-        for n in members:  # (a note is not part of the region: declared after it)
-            region_notes.extend(beside.pop(n.id, ()))
+        for n in members:
+            # Notes on the region's nodes are declared inside it: outside, they would all
+            # go after the region in its rows, tied to their nodes by arcs across the others.
+            body.extend("\t" + line for line in beside.pop(n.id, ()))
         above = {"style": "invis"}
         if rows is not None and region in rows.titles:
             above["minlen"] = str(max(1, rows.titles[region] - rows.level[members[0].id]))
         body.append(f"\t\t{qid(title)} -> {qid(members[0].id)}{attr_list(None, above)}\n")
         body.append("\t}\n")
-    body.extend(region_notes)
     for rest in beside.values():
         body.extend(rest)
     backward = o.direction == "backward"

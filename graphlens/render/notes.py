@@ -36,7 +36,8 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
     """DOT lines for ``notes``: ``(beside, tail)``.  One node per note (``note0``, ``note1``,
     … in the order of the drawn nodes), declared right after its target (``beside``: drawn
     node id -> lines; the order of declaration is where Graphviz starts placing them), tied
-    to it by a dotted, arrowless edge and put in its rank (``tail``).  A note on a node that
+    to it by a dotted, arrowless edge and put in its rank (``tail``); further notes on the
+    same node stack under the first one, each still tied to the node.  A note on a node that
     was collapsed goes to the box or chain that holds it."""
     beside: dict[str, list[str]] = {}
     if not notes:
@@ -51,19 +52,36 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
         ((holder[k], k) for k in notes if k in holder),
         key=lambda pair: (order.get(pair[0], 0), pair[1]),
     )
+    from .dot import quote as quote_value  # (a label is a value, not an id)
+
     lines: list[str] = []
     count = 0
+    bottom = {n.id for n in nodes if getattr(n, "rank", None) == "max"}
+    stacks: dict[str, list[str]] = {}  # drawn node -> its notes' ids, in order
     for drawn, key in targets:
         for text in notes[key]:
             nid = f"{prefix}note{count}"
             count += 1
-            from .dot import quote as quote_value  # (a label is a value, not an id)
-
             label = quote_value(_wrap(text))
             beside.setdefault(drawn, []).append(
                 f"\t{nid} [label={label} shape=note style=filled fillcolor=\"{NOTE_FILL}\" color=\"{NOTE_BORDER}\" "
                 f"fontsize=9 margin=\"0.08,0.04\"]\n"
             )
-            lines.append(f"\t{quote(drawn)} -> {nid} [style=dotted dir=none color=\"{NOTE_EDGE}\" weight=8]\n")
-            lines.append(f"\t{{rank=same; {quote(drawn)}; {nid}}}\n")
+            stacks.setdefault(drawn, []).append(nid)
+    for drawn, ids in stacks.items():
+        # One note sits beside its node, in its rank; the others stack in a column with it,
+        # read top to bottom (several in the same rank would be put anywhere along it, tied
+        # by long arcs).  Each stays tied to the node, by an edge that does not pull it under
+        # the node.  Nothing may go below the bottom row: there the last note is the one
+        # beside the node and the others stack above it.
+        first = len(ids) - 1 if drawn in bottom else 0
+        for k, nid in enumerate(ids):
+            if k == first:
+                lines.append(f"\t{quote(drawn)} -> {nid} [style=dotted dir=none color=\"{NOTE_EDGE}\" weight=8]\n")
+                lines.append(f"\t{{rank=same; {quote(drawn)}; {nid}}}\n")
+            else:
+                lines.append(
+                    f"\t{quote(drawn)} -> {nid} [style=dotted dir=none color=\"{NOTE_EDGE}\" constraint=false]\n"
+                )
+                lines.append(f"\t{ids[k - 1] if k > first else nid} -> {nid if k > first else ids[k + 1]} [style=invis weight=20]\n")
     return beside, lines
