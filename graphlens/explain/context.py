@@ -51,6 +51,8 @@ class Context:
                         if frame.f_code.co_name == "grad" and key in local and not self.inputs:
                             self.inputs = tensors_in(local[key], depth=8)
                     del local
+            elif module == "numpy" or module.startswith("numpy."):
+                pass  # (NumPy converting a tensor it was given: the user's line is the call into it)
             elif not _names.is_internal(module) and not module.startswith("graphlens.") and frame.f_code.co_name != _names.CALLER_NAME:
                 user = (frame, tb.tb_lineno)
             tb = tb.tb_next

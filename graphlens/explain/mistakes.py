@@ -22,6 +22,7 @@ PATTERNS: list[tuple[str, tuple[type, ...], re.Pattern]] = [
         re.compile(r"function (?P<fn>\w+) returned an incorrect number of gradients \(expected (?P<want>\d+), got (?P<got>\d+)\)"),
     ),
     ("leaf_moved_interior", (RuntimeError,), re.compile(r"leaf variable has been moved into the graph interior")),
+    ("numpy_requires_grad", (RuntimeError,), re.compile(r"Can't call `?numpy\(\)`? on (?:Tensor|Variable) that requires grad")),
     ("float_has_no_backward", (AttributeError,), re.compile(r"'(?P<type>float|int|bool)' object has no attribute 'backward'")),
     (
         "grad_is_none",
@@ -232,7 +233,48 @@ def _parameter_assignment(message, match, g, trace, ctx: Context) -> Explanation
     )
 
 
+def _numpy_requires_grad(message, match, g, trace, ctx: Context) -> Explanation:
+    found = ctx.in_line(lambda t: t.requires_grad)
+    name = found[0][0] if found else None
+    line = ctx.line or ""
+    held = None  # a list of tensors named in the line (np.sum(final, 0))
+    if name is None and ctx.frame is not None and line:
+        local = ctx.frame.f_locals
+        for token in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", line)):
+            value = local.get(token)
+            if isinstance(value, (list, tuple)) and any(getattr(v, "requires_grad", False) for v in value[:64]):
+                held = token
+                break
+        del local
+    explicit = ".numpy(" in line
+    who = name or (f"the tensors in {held}" if held else "a tensor")
+    how = (
+        "its .numpy() was called" if explicit else
+        f"a NumPy function was given {'them' if held else 'it'} (NumPy converts a tensor by calling its .numpy())"
+    )
+    sentences = [
+        f"{who[0].upper() + who[1:] if not name else who} {'require' if held else 'requires'} grad, and {how}: an array is outside the graph, so "
+        f"whatever is computed from it has no gradient. PyTorch refuses rather than cut the gradient path without "
+        f"a word." + _line_note(ctx)
+    ]
+    calls = re.findall(r"\b(?:np|numpy)\.(\w+)\(", line)
+    stay = f" (torch.{calls[0]} for np.{calls[0]}, on torch.stack(...) of a list of tensors)" if calls else ""
+    target = name or "t"
+    if held:
+        how_out = f"torch.stack({held}).detach().numpy()"
+    else:
+        how_out = f"{target}.detach().numpy() ({target}.detach().cpu().numpy() for a GPU tensor)"
+    return Explanation(
+        ["numpy_requires_grad"], sentences, tensor_name=name or held, graph=g, message=message, line=ctx.line or None,
+        lineno=ctx.lineno, op="numpy",
+        fix=f"For values to print, plot or log, take them out of the graph first: {how_out}. If the result feeds the "
+        f"loss, stay in torch operations"
+        f"{stay}, so the gradient can flow.",
+    )
+
+
 HANDLERS = {
+    "numpy_requires_grad": _numpy_requires_grad,
     "out_argument": _out_argument,
     "wrong_number_of_grads": _wrong_number,
     "leaf_moved_interior": _leaf_moved,

@@ -61,6 +61,8 @@ ERROR_REASONS: dict[str, str] = {
     "unused_input": "autograd.grad was asked for a tensor the output does not depend on",
     "input_not_requiring_grad": "autograd.grad was asked for a tensor that does not require grad",
     "grad_shape_mismatch": "the gradient given to backward has a different shape than the output",
+    "numpy_requires_grad": "numpy() (or a NumPy function) was asked for the values of a tensor that requires grad; an "
+    "array has no graph, so PyTorch refuses",
     "out_argument": "a tensor that requires grad was given as out= to an operation; out= results are not differentiable",
     "wrong_number_of_grads": "a custom autograd.Function's backward returned a different number of gradients than "
     "forward took inputs",
