@@ -603,3 +603,23 @@ def test_data_from_outside_the_block_gets_no_code_lead():
     e = explain(target, tr)
     assert e.reason == "requires_grad_false" and "cut_by_python_value" not in e.reasons
     assert "read your code" not in str(e)
+
+
+def test_inplace_on_a_view_of_a_leaf_names_the_view_and_its_leaf():
+    """v = p[:2]; v.mul_(2) is explained as an in-place change of v, a view of the leaf p (not 'a view of v')."""
+    p = torch.ones(3, requires_grad=True)
+    v = p[:2]
+    try:
+        v.mul_(2)
+    except RuntimeError as exc:
+        e = explain_error(exc)
+    assert e.reasons == ("inplace_leaf",) and e.tensor_name == "v"
+    assert "v, a view of p" in str(e) and "a view of v" not in str(e)
+
+
+def test_copy_fix_example_uses_the_tensors_shape():
+    """The example fix for a non-leaf copy uses the tensor's own shape, not a fixed one."""
+    w = torch.randn(4, 5, requires_grad=True) * 0.01
+    loss = (w * 2).sum()
+    e = explain(w, loss)
+    assert "is_a_copy" in e.reasons and "torch.randn(4, 5)" in e.fix

@@ -151,9 +151,17 @@ def _inplace_leaf(message, match, g, trace, ctx) -> Explanation:
         lambda r: r.is_leaf and r.requires_grad,
     )
     who = name or "a leaf tensor that requires grad"
-    kind = "a view of " if view_of else ""
+    base = None  # the leaf, when the tensor the line changes is a view of it (v = p[:2]; v.mul_(2))
+    if view_of and name is not None:
+        t = next((t for n, t in ctx.candidates if n == name), None)
+        if t is not None and t._base is not None:
+            base = next((n for n, c in ctx.candidates if c is t._base), None) or "a leaf"
+    if base is not None:
+        target = f"{name}, a view of {base} (a leaf that requires grad)"
+    else:
+        target = f"{'a view of ' if view_of else ''}{who}, a leaf that requires grad"
     sentences = [
-        f"An in-place operation was applied to {kind}{who}, a leaf that requires grad. PyTorch forbids it: "
+        f"An in-place operation was applied to {target}. PyTorch forbids it: "
         f"the leaf's values are what its gradient is taken with respect to, and no graph records the change."
     ]
     if ctx.line:

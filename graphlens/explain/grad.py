@@ -476,9 +476,11 @@ def analyse(
                 f"PyTorch puts the gradient on that unnamed leaf ({copy_leaf}) and discards the one passing through {who}."
             )
             path, edges = cpath, view.highlight_edges(cpath)
+            shape = ", ".join(map(str, node.shape)) if node is not None and node.shape else "3"
             example = (
-                f"{name} = torch.randn(3, dtype=torch.float64, requires_grad=True), or {name} = x.to(device).requires_grad_()"
-                if is_to else f"{name} = (torch.randn(3) * 2).requires_grad_()"
+                f"{name} = torch.randn({shape}, dtype=torch.{node.dtype if node is not None else 'float64'}, "
+                f"requires_grad=True), or {name} = x.to(device).requires_grad_()"
+                if is_to else f"{name} = (torch.randn({shape}) * scale).requires_grad_()"
             )
             fix = (
                 f"Make {name} itself the leaf: do the arithmetic or conversion first and ask for the gradient last, "
