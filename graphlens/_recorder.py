@@ -114,7 +114,9 @@ class Recorder(BackwardRecord):
     def name_of(self, i: int) -> str | None:
         return self.tnames.get(i)
 
-    def new_tensor(self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False) -> int:
+    def new_tensor(
+        self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False, leaf: bool | None = None
+    ) -> int:
         """A new record of ``t`` (a new tensor, or a new version of a recorded one)."""
         recs = self.tensors
         i = len(recs)
@@ -126,7 +128,7 @@ class Recorder(BackwardRecord):
             if name is not None:
                 self.tnames[i] = name
         try:
-            is_leaf = t.is_leaf
+            is_leaf = t.is_leaf if leaf is None else leaf  # (is_leaf reads grad_fn: see record_any)
         except RuntimeError:  # a view torch will not describe (see grad_fn_of): no graph of its own
             is_leaf = True
         try:
@@ -400,7 +402,12 @@ class Recorder(BackwardRecord):
             fresh.append(t)
         if not fresh:
             return
-        fn = grad_fn_of(fresh[0])
+        # A view changed in place without grad gets its backward node rebuilt by torch when
+        # its grad_fn is next read: reading it here would make that node now, with an earlier
+        # sequence number, and change the order the engine runs the nodes in.  Leave it to
+        # torch (the next op that uses the view reads it, as without graphlens).
+        lazy = inplace and not _grad_enabled() and fresh[0]._is_view() and fresh[0].requires_grad
+        fn = None if lazy else grad_fn_of(fresh[0])
         if fn is None and not in_ids:  # a factory (torch.tensor, randn, ...): a plain leaf
             made_by = (_FUNC_NAMES.get(func) or func_name(func), lasti)
             for t in fresh:
@@ -418,7 +425,7 @@ class Recorder(BackwardRecord):
         else:
             op = self.new_op(None, forward, region, scope=self.scope())
             orec = self.ops[op]
-            if any(self.tensors[i][_REQUIRES_GRAD] for i in in_ids):
+            if not lazy and any(self.tensors[i][_REQUIRES_GRAD] for i in in_ids):
                 self.note_where(op, ins)  # the gradient path stops here: say exactly where
         orec[_INS] = in_ids
         orec[_LASTI] = lasti
@@ -429,7 +436,7 @@ class Recorder(BackwardRecord):
         made = []
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and grad_fn_of(t) is fn else k
-            outputs[nr] = i = self.new_tensor(t, op, nr, None, region)
+            outputs[nr] = i = self.new_tensor(t, op, nr, None, region, leaf=False if lazy else None)
             made.append(i)
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
             self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)

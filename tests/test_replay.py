@@ -112,3 +112,36 @@ def test_user_grads_are_bitwise_the_same_with_replay_recording():
         traced = run()
     assert len(tr.replay()) > 0
     assert all(torch.equal(a, b) for a, b in zip(plain, traced))
+
+
+def test_a_view_changed_in_place_under_no_grad_keeps_the_engines_order():
+    """Recording an in-place change of a view under no_grad does not rebuild its backward node early: the engine runs the same order with and without a trace, and the replay is that order."""
+
+    def program():
+        w0 = torch.tensor(1.0, requires_grad=True)
+        h0 = w0 + w0
+        h1 = h0.reshape(-1)
+        with torch.no_grad():
+            h1.add_(1.0)
+            h1.tanh()
+        return h0.sum() + h1.sum()
+
+    def order(loss):
+        seen, stack, handles, done = [], [loss.grad_fn], [], set()
+        while stack:
+            fn = stack.pop()
+            if fn is None or fn in done:
+                continue
+            done.add(fn)
+            handles.append(fn.register_hook(lambda gi, go, fn=fn: seen.append(type(fn).__name__)))
+            stack.extend(c for c, _ in fn.next_functions)
+        loss.backward()
+        for h in handles:
+            h.remove()
+        return seen
+
+    plain = order(program())
+    with gl.trace() as tr:
+        traced = order(program())
+    assert traced == plain
+    assert [s.name for s in tr.replay().steps] == plain
