@@ -623,3 +623,34 @@ def test_copy_fix_example_uses_the_tensors_shape():
     loss = (w * 2).sum()
     e = explain(w, loss)
     assert "is_a_copy" in e.reasons and "torch.randn(4, 5)" in e.fix
+
+
+@pytest.mark.parametrize("block", ["torch.no_grad()", "torch.set_grad_enabled(False)", "torch.inference_mode()"])
+def test_a_loss_computed_with_gradients_off_gets_a_code_lead(block, tmp_path):
+    """Without a trace, a root computed inside a with-block that turns gradients off is named from the code: the block, the line, a lead."""
+    src = tmp_path / "prog.py"
+    src.write_text(
+        "import torch\nimport graphlens as gl\n\n"
+        "def run():\n"
+        "    p = torch.ones(2, requires_grad=True)\n"
+        f"    with {block}:\n"
+        "        out = (p * 3).sum()\n"
+        "    return gl.explain(p, out)\n"
+    )
+    spec = importlib.util.spec_from_file_location("prog_grad_off", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    e = mod.run()
+    assert e.reasons[:2] == ("not_reachable", "cut_by_no_grad")
+    assert e.lineno == 7 and "out = (p * 3).sum()" in e.line and f"with {block}:" in str(e) and "read your code" in str(e)
+
+
+def test_enable_grad_inside_no_grad_is_not_blamed():
+    """A root computed under torch.enable_grad() nested in no_grad is not said to be made without gradients."""
+    p = torch.ones(2, requires_grad=True)
+    with torch.no_grad():
+        with torch.enable_grad():
+            out = (p * 3).sum()
+    w = torch.ones(2, requires_grad=True)
+    e = explain(w, out)
+    assert "cut_by_no_grad" not in e.reasons

@@ -369,6 +369,17 @@ def code_cut(
         if not earlier:
             continue
         ln, value = max(earlier, key=lambda a: a[0])
+        block = _grad_off_block(scope, value)
+        if block is not None:
+            wln, wtext = block
+            text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
+            via = "" if var == root else f"{root} comes from {var} ({' <- '.join(chain)}), and "
+            text = (
+                f"graphlens read your code (not the graph): {via}line {ln} ({text_line}) computes {var} inside "
+                f"`{wtext}` (line {wln}), where PyTorch records no graph: {var} has no history, so nothing computed "
+                f"from it reaches the tensors it was made from."
+            )
+            return Cut("cut_by_no_grad", "no_grad", None, var, ln, text_line, text, (), known=False)
         calls = _spine_cuts(value)
         if not calls and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
             # A function of the same file: what it returns (one level down).
@@ -424,6 +435,32 @@ def cut_fix(cut, root: str | None) -> str:
     if cut.kind == "rebound_leaf":
         return rebind_fix(cut.tensor or "w")
     return f"Move the computation of {loss} out of the torch.no_grad() block."
+
+
+def _grad_off(expr: ast.AST) -> bool:
+    """Whether a ``with`` item turns gradient recording off: ``torch.no_grad()``,
+    ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``."""
+    text = ast.unparse(expr)
+    if "no_grad" in text or "inference_mode" in text and "inference_mode(False)" not in text:
+        return True
+    return isinstance(expr, ast.Call) and "set_grad_enabled" in text and bool(expr.args) and (
+        isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False
+    )
+
+
+def _grad_off_block(tree: ast.AST, node: ast.AST) -> tuple[int, str] | None:
+    """``(line, text)`` of the innermost ``with`` block that turns gradients off and holds ``node``."""
+    found = None  # (line, text, off) of the innermost block that sets the grad mode
+    for w in ast.walk(tree):
+        if isinstance(w, (ast.With, ast.AsyncWith)):
+            for item in w.items:
+                text = ast.unparse(item.context_expr)
+                off = _grad_off(item.context_expr)
+                if not off and "enable_grad" not in text and "set_grad_enabled" not in text:
+                    continue
+                if any(sub is node for stmt in w.body for sub in ast.walk(stmt)) and (found is None or w.lineno > found[0]):
+                    found = (w.lineno, f"with {text}:", off)
+    return found[:2] if found is not None and found[2] else None
 
 
 def _in_no_grad(tree: ast.AST, node: ast.AST) -> bool:

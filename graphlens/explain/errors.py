@@ -285,7 +285,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
                 made_at = (made.forward, text or made.code, at or made.line, made.id)
         else:
             cut = traced_cut(view, tid)
-    if cut is None:  # what the graph does not show, the code may: a lead, said as one
+    if cut is None and not detail:  # what the graph does not show, the code may: a lead, said as one
         cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
     if cut is None and not detail and g is not None and tid is not None:
         node = PathView(g).t(tid)
