@@ -51,37 +51,27 @@ def _flag(g: Graph, name: str, when: Callable[[Any], bool], text: str) -> dict:
     return {name: text} if when(t) else {}
 
 
+#: Chart number -> its section's talking points: (tensor, when the graph bears it out, text).
+_POINTS: dict[int, tuple[tuple[str, Any, str], ...]] = {
+    1: (("x1", lambda t: not t.requires_grad, "input data: no gradient needed"),
+        ("p1", lambda t: t.grad is not None, "a weight: training needs dloss/dp1")),
+    2: (("xx", lambda t: t.is_leaf, "a leaf, though an op made it: x needs no grad"),
+        ("loss", lambda t: not t.is_leaf, "non-leaf: it has a grad_fn")),
+    3: (("y1", lambda t: t.requires_grad, "requires grad: p1 flows into it"),
+        ("x", lambda t: not t.requires_grad, "off every path from p1/p2")),
+    4: (("loss1", lambda t: True, "trains p1 only"),
+        ("loss2", lambda t: True, "trains p2 only: y2d is cut from p1")),
+    5: (("xb", lambda t: True, "the second pass: same weights, new data"),),
+    6: (("p1", lambda t: t.grad is not None, "a leaf: its grad stays after backward"),),
+}
+
+
 def _points(number: int, g: Graph) -> dict:
     """The talking points of chart ``number``'s section, each shown only where the graph bears it out."""
-    if number == 1:
-        return {
-            **_flag(g, "x1", lambda t: not t.requires_grad, "input data: no gradient needed"),
-            **_flag(g, "p1", lambda t: t.grad is not None, "a weight: training needs dloss/dp1"),
-        }
-    if number == 2:
-        return {
-            **_flag(g, "xx", lambda t: t.is_leaf, "a leaf, though an op made it: x needs no grad"),
-            **_flag(g, "loss", lambda t: not t.is_leaf, "non-leaf: it has a grad_fn"),
-        }
-    if number == 3:
-        return {
-            **_flag(g, "y1", lambda t: t.requires_grad, "requires grad: p1 flows into it"),
-            **_flag(g, "x", lambda t: not t.requires_grad, "off every path from p1/p2"),
-        }
-    if number == 4:
-        return {
-            **_flag(g, "loss1", lambda t: True, "trains p1 only"),
-            **_flag(g, "loss2", lambda t: True, "trains p2 only: y2d is cut from p1"),
-        }
-    if number == 5:
-        return {
-            **_flag(g, "xb", lambda t: True, "the second pass: same weights, new data"),
-        }
-    if number == 6:
-        return {
-            **_flag(g, "p1", lambda t: t.grad is not None, "a leaf: its grad stays after backward"),
-        }
-    return {}
+    out: dict = {}
+    for name, when, text in _POINTS.get(number, ()):
+        out.update(_flag(g, name, when, text))
+    return out
 
 
 def _chart(number: int, section: str, title: str, claim: str, caption: str, index: int = 0) -> Chart:

@@ -162,6 +162,23 @@ def test_a_held_locals_dict_is_not_emptied():
     assert g.find("w").name == "w" and traced.find("h").name == "h"
 
 
+def test_explain_error_leaves_a_held_locals_dict_intact():
+    """explain_error, reading the caller's variables (here a list of tensors NumPy was given), leaves a held locals() dict intact."""
+    import numpy as np
+
+    def program():
+        final = [torch.ones(2, requires_grad=True) * 2]
+        seen = locals()
+        try:
+            np.sum(final, 0)
+        except RuntimeError as exc:
+            e = gl.explain_error(exc)
+        return e, dict(seen)
+
+    e, after = program()
+    assert e.tensor_name == "final" and "final" in after and isinstance(after["final"], list)
+
+
 def test_name_inference_keeps_no_local_alive():
     """Reading the caller's variables for names does not keep a dropped tensor alive."""
     import weakref

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import keyword
 import linecache
 import re
 from collections import deque
@@ -464,14 +465,8 @@ def _grad_off_block(tree: ast.AST, node: ast.AST) -> tuple[int, str] | None:
 
 
 def _in_no_grad(tree: ast.AST, node: ast.AST) -> bool:
-    """Whether ``node`` sits inside a ``with torch.no_grad():`` (or inference_mode) block of ``tree``."""
-    for w in ast.walk(tree):
-        if isinstance(w, (ast.With, ast.AsyncWith)) and any(
-            "no_grad" in ast.unparse(i.context_expr) or "inference_mode" in ast.unparse(i.context_expr) for i in w.items
-        ):
-            if any(sub is node for stmt in w.body for sub in ast.walk(stmt)):
-                return True
-    return False
+    """Whether ``node`` sits inside a ``with`` block of ``tree`` that turns gradients off."""
+    return _grad_off_block(tree, node) is not None
 
 
 def rebinding(frame: FrameType | None, name: str | None, before: int | None = None) -> tuple[int, str, bool] | None:
@@ -517,9 +512,6 @@ def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]]) -> Cut | Non
     (``origins``: tensor id -> (file, line) of that use; made by a call the mode cannot see,
     such as the legacy ``torch.FloatTensor([...])``), the source of that line's function
     is read for how the names on it were made (:func:`code_cut`).  A lead, not a fact."""
-    import keyword
-    import re
-
     seen: set[str] = set()
     stack = [tid]
     while stack:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import torch
 
@@ -15,9 +15,18 @@ from .paths import PathView
 from .types import Explanation
 
 __all__ = [
-    "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
+    "name_among", "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
     "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer",
 ]
+
+def name_among(t: torch.Tensor, candidates: list, names: Mapping | None) -> str | None:
+    """The name the user gives ``t``: in ``names=`` first, else among the caller's variables."""
+    if names:
+        found = next((str(n) for n, v in names.items() if v is t), None)
+        if found is not None:
+            return found
+    return next((n for n, v in candidates if v is t), None)
+
 
 def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION) -> Explanation | None:
     """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
@@ -29,9 +38,7 @@ def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision:
     grad = tensor.grad if keeps else None
     if grad is None:
         return None
-    name = next((n for n, t in candidates if t is tensor), None)
-    if names:
-        name = next((str(n) for n, t in names.items() if t is tensor), name)
+    name = name_among(tensor, candidates, names)
     who = name or "the tensor"
     value = summarize(grad)
     del grad

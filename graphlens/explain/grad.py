@@ -18,7 +18,7 @@ from .live import INTEGER_DTYPES, find_live, reaches, shares_memory, snapshot_fo
 from .paths import PathView
 from .types import Explanation
 from .evidence import (
-    add_ctx_change, ctx_changes, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
+    add_ctx_change, ctx_changes, name_among, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
     in_optimizer, producer, rebound,
 )
 
@@ -203,11 +203,7 @@ def _explain_live(
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
         if roots:
-            def name_of(t):
-                return next((str(n) for n, v in (names or {}).items() if v is t), None) or next(
-                    (n for n, v in candidates if v is t), None)
-
-            hints["ctx_changed"] = ctx_changes(roots, tensor, name_of)
+            hints["ctx_changed"] = ctx_changes(roots, tensor, lambda t: name_among(t, candidates, names))
             hints["data_alias"] = data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
                                                 and (t.is_leaf and t is tensor or reaches([t.grad_fn], tensor)))
         target_grad = tensor.grad if (tensor.is_leaf or tensor.retains_grad) else None

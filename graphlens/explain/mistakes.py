@@ -237,15 +237,11 @@ def _numpy_requires_grad(message, match, g, trace, ctx: Context) -> Explanation:
     found = ctx.in_line(lambda t: t.requires_grad)
     name = found[0][0] if found else None
     line = ctx.line or ""
-    held = None  # a list of tensors named in the line (np.sum(final, 0))
-    if name is None and ctx.frame is not None and line:
-        local = ctx.frame.f_locals
-        for token in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", line)):
-            value = local.get(token)
-            if isinstance(value, (list, tuple)) and any(getattr(v, "requires_grad", False) for v in value[:64]):
-                held = token
-                break
-        del local
+    held = None  # a list of tensors named in the line (np.sum(final, 0)): its items are candidates final[0], ...
+    if name is None and line:
+        tokens = set(re.findall(r"[A-Za-z_]\w*", line))
+        held = next((n.partition("[")[0] for n, t in ctx.candidates
+                     if "[" in n and n.partition("[")[0] in tokens and t.requires_grad), None)
     explicit = ".numpy(" in line
     who = name or (f"the tensors in {held}" if held else "a tensor")
     how = (

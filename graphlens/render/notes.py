@@ -83,5 +83,6 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
                 lines.append(
                     f"\t{quote(drawn)} -> {nid} [style=dotted dir=none color=\"{NOTE_EDGE}\" constraint=false]\n"
                 )
-                lines.append(f"\t{ids[k - 1] if k > first else nid} -> {nid if k > first else ids[k + 1]} [style=invis weight=20]\n")
+                upper, lower = (ids[k - 1], nid) if k > first else (nid, ids[k + 1])  # (upper one first)
+                lines.append(f"\t{upper} -> {lower} [style=invis weight=20]\n")
     return beside, lines
