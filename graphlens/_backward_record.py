@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from functools import partial
 from typing import Any
 
@@ -14,6 +15,7 @@ from ._util import paused_gc, tensors_in
 __all__ = ["BackwardRecord"]
 
 _Tensor = torch.Tensor
+_ref = weakref.ref
 
 
 def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
@@ -23,9 +25,9 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
     ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
     None, so the gradients are untouched, and it never raises into the user's backward."""
     try:
-        limit, pass_nr = rec.max_elements, rec.passes
-        arrived = tuple([grad_head(g, limit) for g in grad_outputs])
-        sent = tuple([grad_head(g, limit) for g in grad_inputs])
+        limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
+        arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
+        sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
         k = len(rec.steps)
         rec.steps.append((j, pass_nr, arrived, sent))
         rec.order.append(j)
@@ -40,6 +42,22 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
     except Exception:  # noqa: BLE001 - recording must never break the user's backward
         pass
     return None
+
+def _head_once(heads: dict, g: Any, limit: int) -> Any:
+    """The head of gradient ``g``, read once per pass: what a node sent arrives at the next
+    node as the very same tensor object, so its head is reused there unless it changed in
+    place since (its version moved).  ``heads`` maps ``id(g)`` to a weak reference, the
+    version and the head; the weak reference checks the id still names that tensor."""
+    if g is None:
+        return None
+    hit = heads.get(id(g))
+    version = g._version
+    if hit is not None and hit[1] == version and hit[0]() is g:
+        return hit[2]
+    head = grad_head(g, limit)
+    heads[id(g)] = (_ref(g), version, head)
+    return head
+
 
 def _note_grad(rec: Any, i: int, grad: Any) -> None:
     """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
@@ -110,7 +128,7 @@ class BackwardRecord:
                             k = op_of(child, None)
                             crec = ops[k]
                             if crec[_OSCOPE] is None and crec[_FORWARD] is None:
-                                crec[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
+                                self.thaw(k)[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
                             links.append((input_nr, k, output_nr))
                             if child not in seen:
                                 stack.append(child)
@@ -155,11 +173,13 @@ class BackwardRecord:
                 i = self.input(t)
                 if i not in self.roots:
                     self.roots.append(i)
+        self.sent_heads.clear()
         self.pass_starts.append(len(self.order))
         self.pass_kept.append(kept)
         self.pass_done.append(False)
 
     def end_pass(self, *, done: bool) -> None:
+        self.sent_heads.clear()
         self.pass_done[self.passes] = done
         self.passes += 1
 

@@ -59,7 +59,7 @@ class Recorder(BackwardRecord):
         self.stale: set[int] = set()  # records replaced by a newer version of their tensor
         self.by_id: dict[int, int] = {}  # id(tensor) -> latest record index (checked by weakref)
         self.roots: list[int] = []
-        self.ops: list[list] = []  # op records (see _NAME ... _INS)
+        self.ops: list = []  # op records, tuples or lists (see _NAME ... _INS; thaw() to change one)
         self.by_seq: dict[int, int] = {}  # a backward node's sequence number -> its op record
         self.acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self.calls: list[int] = []  # ops in the order they were called (forward)
@@ -82,6 +82,7 @@ class Recorder(BackwardRecord):
         self.steps: list[tuple] = []
         self.writes: list[tuple] = []
         self.grad_before: dict[tuple[int, int], Any] = {}
+        self.sent_heads: dict[int, tuple] = {}  # id(gradient) -> (weakref, version, head), this pass
         self.pass_starts: list[int] = []
         self.pass_kept: list[bool] = []
         self.pass_done: list[bool] = []
@@ -187,12 +188,22 @@ class Recorder(BackwardRecord):
         op = self.op_of(fn, None)
         orec = self.ops[op]
         if orec[_FORWARD] is None and isinstance(fn, _CUSTOM_NODE):
+            orec = self.thaw(op)
             orec[_FORWARD] = (orec[_NAME] or "").removesuffix("Backward") + ".apply"
             orec[_OREGION], orec[_OSCOPE] = self.region_now(), self.scope()
         nr = t.output_nr
         j = self.new_tensor(t, op, nr, None, None)  # it has a grad_fn: made with grad on
         orec[_OUTS][nr] = j
         return j
+
+    def thaw(self, j: int) -> list:
+        """Op record ``j`` as a list that can be changed.  The common call's record is made
+        as a tuple of plain values, which the garbage collector stops tracking: a long
+        trace then adds fewer objects for every collection to walk."""
+        orec = self.ops[j]
+        if type(orec) is tuple:
+            orec = self.ops[j] = list(orec)
+        return orec
 
     def scope(self) -> str | None:
         """The innermost submodule running now (traced with ``module=``)."""
@@ -337,7 +348,7 @@ class Recorder(BackwardRecord):
         nr = out.output_nr
         i = len(recs)
         ins_t = tuple(ins)
-        ops.append([type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti])
+        ops.append((type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti))
         self.by_seq[seq] = j
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
@@ -419,7 +430,7 @@ class Recorder(BackwardRecord):
             seq = fn._sequence_nr() if type(fn).__name__ != "AccumulateGrad" else None
             new_node = seq is not None and seq not in self.by_seq
             op = self.op_of(fn, forward, region)
-            orec = self.ops[op]
+            orec = self.thaw(op)
             if orec[_FORWARD] is None:
                 orec[_FORWARD], orec[_OREGION], orec[_OSCOPE] = forward, region, self.scope()
         else:

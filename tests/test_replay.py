@@ -74,6 +74,39 @@ def test_a_user_hook_that_changes_the_gradient_is_marked():
     assert "hook" in tr.replay().describe(mul)
 
 
+
+def test_a_gradient_changed_in_place_before_its_node_runs_is_read_again():
+    """A hook that changes the arriving gradient in place (mul_): the node's step shows the
+    changed values, as a hook on the node sees them, not what the sender sent."""
+    seen = []
+    with gl.trace() as tr:
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        h = w * 3
+        y = h * torch.tensor([1.0, 0.5])
+        h.register_hook(lambda g: (g.mul_(2), None)[1])
+        h.grad_fn.register_hook(lambda gi, go: seen.append(go[0].tolist()))
+        y.sum().backward()
+    steps = tr.replay().steps
+    g = tr.graph()
+    sender = next(s for s in steps if s.op == g.find("y").op)
+    mul = next(s for s in steps if s.op == g.find("h").op)
+    assert sender.grads_out[0].head == (1.0, 0.5)  # what y's node sent, before the hook
+    assert mul.grads_in[0].head == tuple(seen[0]) == (2.0, 1.0)
+
+
+def test_a_gradient_summed_from_two_consumers_is_read_as_it_arrived():
+    """x feeds two ops: the gradient arriving at x's node is the sum of both, even when the
+    engine adds the second into the first's tensor in place."""
+    with gl.trace() as tr:
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        x = w * 1.0
+        loss = (x * 3 + x * 5).sum()
+        loss.backward()
+    steps = tr.replay().steps
+    first = next(s for s in steps if s.op == tr.graph().node(tr.graph().find("x").op).id)
+    assert first.grads_in[0].head == (8.0, 8.0)
+    assert w.grad.tolist() == [8.0, 8.0]
+
 def test_a_backward_that_fails_keeps_the_steps_up_to_the_failure():
     """When backward raises midway, the replay holds the steps that ran before."""
     with gl.trace() as tr:
