@@ -89,8 +89,9 @@ CHARTS: dict[int, Chart] = {
     for c in (
         _chart(
             1, "intro", "The dynamic graph", "graph.dynamic",
-            "The graph recorded as the forward pass ran: with this input the data sent ``x * p`` through "
-            "``exp``; other data take the other branch and record another graph.",
+            "The graph recorded as the forward pass ran: with this input (``x1`` sums to more than 0) "
+            "``y = x1 * p1`` went through ``tanh``; other data take the other branch (``y * y``) and "
+            "record another graph.",
         ),
         _chart(
             2, "1", "Leaf nodes", "leaf.derived_nonleaf",

@@ -60,6 +60,20 @@ def test_each_chart_draws_the_evidence_of_a_claim_that_illustrates_it():
         assert len(chart.notes) > len(ev.notes) or any(len(chart.notes[k]) > len(v) for k, v in ev.notes.items())
 
 
+def test_chart_captions_name_only_ops_their_graph_ran():
+    """A caption that names a torch function (``tanh``, ``exp``, ...) names one the charted
+    graph really ran: chart 1's caption once said ``exp`` under a graph of tanh."""
+    import re
+
+    from graphlens import charts
+
+    for number, entry in charts.CHARTS.items():
+        ran = {op.forward for op in charts.chart(number).ops if op.forward}
+        for word in re.findall(r"``(\w+)``", entry.build.__doc__ or ""):
+            if hasattr(torch, word) and callable(getattr(torch, word)):
+                assert word in ran, f"chart {number}'s caption names {word}, which its graph did not run: {sorted(ran)}"
+
+
 @pytest.mark.parametrize(
     "claim_id, api",
     [
