@@ -340,3 +340,25 @@ def test_accumulation_notes_add_up_the_passes():
     g = v.evidence[0]
     (note,) = g.notes[g.find("p1").id]
     assert note.startswith(f"grad {g.find('p1').grad}") and "(accumulated)" in note and " + " in note
+
+
+def test_claim_notes_agree_with_the_graph_they_sit_on(verdicts):
+    """A note that says requires_grad=True/False (or 'frozen:') on a tensor says what that
+    tensor of that very graph shows: requires_grad.freeze_leaf once put the frozen run's
+    notes on the unfrozen run too."""
+    import re
+
+    checked = 0
+    for v in verdicts.values():
+        for g in v.evidence:
+            for node_id, texts in g.notes.items():
+                node = g.node(node_id)
+                if not hasattr(node, "requires_grad"):
+                    continue
+                for text in texts:
+                    for flag in re.findall(r"^(?:\w+: )?requires_grad=(True|False)", text):
+                        assert (flag == "True") == node.requires_grad, f"{v.id}: {node.label}: {text!r}"
+                        checked += 1
+                    if text.startswith("frozen:"):
+                        assert not node.requires_grad, f"{v.id}: {node.label}: {text!r}"
+    assert checked >= 4

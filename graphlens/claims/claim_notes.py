@@ -82,12 +82,30 @@ def _nonleaf_locked(facts, g: Graph, k: int):
 
 
 def _freeze_leaf(facts, g: Graph, k: int):
-    rg = facts["requires_grad"]
-    return {
-        "p1": f"frozen: requires_grad={rg['p1']}, grad {_v(facts['p1.grad'])}",
-        "y1": f"requires_grad={rg['y1']}: computed from p1 and x only",
-        "y3": f"requires_grad={rg['y3']}: p2 joins here",
-    }
+    if k == 0:  # the run with p1 frozen (the facts are this run's)
+        rg = facts["requires_grad"]
+        return {
+            "p1": f"frozen: requires_grad={rg['p1']}, grad {_v(facts['p1.grad'])}",
+            "y1": f"requires_grad={rg['y1']}: computed from p1 and x only",
+            "y3": f"requires_grad={rg['y3']}: p2 joins here",
+        }
+    # the same program without freezing, read off its own graph
+    out = {}
+    p1, y1 = _tensor(g, "p1"), _tensor(g, "y1")
+    if p1 is not None:
+        out["p1"] = f"not frozen: requires_grad={p1.requires_grad}, grad {p1.grad if p1.grad is not None else None}"
+    if y1 is not None:
+        out["y1"] = f"requires_grad={y1.requires_grad}: p1 requires grad"
+    return out
+
+
+def _tensor(g: Graph, name: str):
+    """The tensor node named ``name`` in ``g``, or None."""
+    try:
+        node = g.find(name)
+    except KeyError:
+        return None
+    return node if hasattr(node, "requires_grad") else None
 
 
 def _is_copy(facts, g: Graph, k: int):
