@@ -233,19 +233,18 @@ class _NopMode(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class _BareHookMode(TorchFunctionMode):
-    """The floor of any recorder that puts a Python hook on every backward node: a mode
-    that only calls through, and at ``backward`` a post-hook on every node that reads
-    nothing (registering, calling and removing the hooks is all it costs)."""
+class _HookMode(TorchFunctionMode):
+    """A mode that only calls through, and at ``backward`` puts the post-hook that
+    :meth:`make_hook` returns on every node of the graph (removed after the call)."""
+
+    def make_hook(self) -> Callable[[Any, Any], None]:
+        raise NotImplementedError
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is not torch.Tensor.backward:
             return func(*args, **kwargs)
-
-        def hook(grad_inputs, grad_outputs):
-            return None
-
+        hook = self.make_hook()
         seen, stack, handles = set(), [args[0].grad_fn], []
         while stack:
             fn = stack.pop()
@@ -261,15 +260,21 @@ class _BareHookMode(TorchFunctionMode):
                 h.remove()
 
 
-class _HookFloorMode(TorchFunctionMode):
-    """A mode that only calls through, and at ``backward`` a Python post-hook on every node
-    that reads the head of each gradient that arrived and each one it sent (nothing else):
-    what recording the gradients cost before the trace read each gradient only once."""
+class _BareHookMode(_HookMode):
+    """The floor of any recorder that puts a Python hook on every backward node: hooks
+    that read nothing (registering, calling and removing them is all it costs)."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is not torch.Tensor.backward:
-            return func(*args, **kwargs)
+    def make_hook(self):
+        def hook(grad_inputs, grad_outputs):
+            return None
+        return hook
+
+
+class _HookFloorMode(_HookMode):
+    """Hooks that read the head of each gradient that arrived and each one it sent (nothing
+    else): what recording the gradients cost before the trace read each gradient only once."""
+
+    def make_hook(self):
         from graphlens._facts import read_head
 
         store: list = []
@@ -277,20 +282,7 @@ class _HookFloorMode(TorchFunctionMode):
         def hook(grad_inputs, grad_outputs):
             store.append(([read_head(g, 8) for g in grad_outputs if g is not None],
                           [read_head(g, 8) for g in grad_inputs if g is not None]))
-
-        seen, stack, handles = set(), [args[0].grad_fn], []
-        while stack:
-            fn = stack.pop()
-            if fn is None or fn in seen:
-                continue
-            seen.add(fn)
-            handles.append(fn.register_hook(hook))
-            stack.extend(c for c, _ in fn.next_functions)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            for h in handles:
-                h.remove()
+        return hook
 
 
 def part_c(repeats: int, floor: float) -> list[dict]:

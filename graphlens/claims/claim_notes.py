@@ -91,21 +91,11 @@ def _freeze_leaf(facts, g: Graph, k: int):
         }
     # the same program without freezing, read off its own graph
     out = {}
-    p1, y1 = _tensor(g, "p1"), _tensor(g, "y1")
-    if p1 is not None:
-        out["p1"] = f"not frozen: requires_grad={p1.requires_grad}, grad {p1.grad if p1.grad is not None else None}"
-    if y1 is not None:
+    for p1 in g.find_all("p1")[-1:]:
+        out["p1"] = f"not frozen: requires_grad={p1.requires_grad}, grad {p1.grad}"
+    for y1 in g.find_all("y1")[-1:]:
         out["y1"] = f"requires_grad={y1.requires_grad}: p1 requires grad"
     return out
-
-
-def _tensor(g: Graph, name: str):
-    """The tensor node named ``name`` in ``g``, or None."""
-    try:
-        node = g.find(name)
-    except KeyError:
-        return None
-    return node if hasattr(node, "requires_grad") else None
 
 
 def _is_copy(facts, g: Graph, k: int):
