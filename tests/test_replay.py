@@ -132,6 +132,24 @@ def test_replay_runs_a_function_and_prints_a_table():
     assert rp.describe(rp.steps[-1]).startswith("AccumulateGrad stores")
 
 
+def test_reading_each_gradient_once_keeps_no_gradient_alive():
+    """The heads reused between nodes are found by weak reference: the gradients that
+    flowed inside a traced backward are freed when it ends, as without graphlens."""
+    import gc
+    import weakref
+
+    seen = []
+    with gl.trace() as tr:
+        w = torch.randn(3, requires_grad=True)
+        h = w * 2
+        y = h * 3
+        h.grad_fn.register_hook(lambda gi, go: seen.append(weakref.ref(go[0])))
+        y.sum().backward()
+    gc.collect()
+    assert seen and seen[0]() is None
+    assert not tr._rec.sent_heads  # (cleared at the end of the pass)
+
+
 def test_user_grads_are_bitwise_the_same_with_replay_recording():
     """Recording the replay changes no gradient (law 8 with the post-hooks in place)."""
     def run():
