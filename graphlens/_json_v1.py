@@ -7,9 +7,9 @@ import math
 import re
 from typing import Any
 
-from .values import FREED, LIVE, MODIFIED, UNREADABLE, SavedEntry, Summary
+from .values import FREED, LIVE, MODIFIED, UNREADABLE, Kind, SavedEntry, Summary, describe
 
-__all__ = ["summary_from_text", "saved_from_text"]
+__all__ = ["summary_from_text", "saved_from_text", "V1_TEXTS", "V1_SAVED", "tensor_v1"]
 
 _V1_TENSOR = re.compile(r"^(\w+)\[([\d, ]*)\]$")  # how version 1 spelled a saved tensor: float32[3]
 
@@ -35,7 +35,7 @@ def summary_from_text(text: Any, shape: tuple, dtype: str) -> Summary | None:
     if text is None or text in ("-", "None"):
         return None
     text = str(text)
-    numel = math.prod(shape)
+    numel = math.prod(shape) if all(type(n) is int for n in shape) else -1
     try:
         if text.startswith("<"):
             return Summary(tuple(shape), dtype, numel, None)
@@ -70,3 +70,32 @@ def saved_from_text(name: str, text: str) -> SavedEntry:
     if value is not None and not isinstance(value, (int, float, complex, bool, tuple, str)):
         value = text
     return SavedEntry(name, LIVE, None, None, value)
+
+
+def _saved_pairs(v: Any, where: str, field: str) -> tuple:
+    for i, pair in enumerate(v):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(x, str) for x in pair)):
+            raise ValueError(f"{where}: field '{field}[{i}]' must be a pair of texts (name, value), not {describe(pair)}")
+    return tuple(saved_from_text(k, v) for k, v in v)
+
+
+def _texts(v: Any, where: str, field: str) -> tuple:
+    for i, text in enumerate(v):
+        if not (text is None or isinstance(text, str)):
+            raise ValueError(f"{where}: field '{field}[{i}]' must be a text or null, not {describe(text)}")
+    return tuple(v)
+
+
+#: How version 1 wrote a tensor's ``flowed`` grads (display texts) and an op's ``saved`` pairs.
+V1_TEXTS = Kind("a list of texts", lambda v: v is None or isinstance(v, (list, tuple)), lambda v, where, field: _texts(v or (), where, field))
+V1_SAVED = Kind("a list of (name, value) pairs", lambda v: v is None or isinstance(v, (list, tuple)),
+                lambda v, where, field: _saved_pairs(v or (), where, field))
+
+
+def tensor_v1(values: dict) -> dict:
+    """The checked fields of a version-1 tensor with its display texts read back as summaries."""
+    shape, dtype = values.get("shape", ()), values.get("dtype", "float32")
+    for key in ("value", "grad"):
+        values[key] = summary_from_text(values.get(key), shape, dtype)
+    values["flowed"] = tuple(summary_from_text(f, shape, dtype) for f in values.get("flowed", ()))
+    return values

@@ -7,8 +7,11 @@ import weakref
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
+from ._json_v1 import V1_SAVED, V1_TEXTS, tensor_v1
 from .values import (
-    FREED, HIDDEN, LIVE, MODIFIED, PRECISION, UNREADABLE, SavedEntry, SavedState, Summary, format_number,
+    COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, PRECISION, SAVED, SHAPE, SUMMARIES,
+    SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
+    format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
 )
 
 __all__ = [
@@ -180,72 +183,19 @@ def _build_adjacency(ops: tuple[OpNode, ...], edges: tuple[Edge, ...]) -> Adjace
     return Adjacency(accumulate_grad=MappingProxyType(acc), **frozen)
 
 
-def _check_fields(cls, data: Any) -> dict:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"a {cls.__name__} must be a JSON object, not {type(data).__name__}")
-    unknown = sorted(set(data) - set(cls._fields))
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s) {unknown} (must be among {list(cls._fields)})")
-    return dict(data)
-
-
-def _tensor_from(data: Mapping[str, Any], schema: int) -> TensorNode:
-    values = _check_fields(TensorNode, data)
-    if values.get("shape") is not None:
-        values["shape"] = tuple(values["shape"])
-    if schema == 1:  # display strings: read the numbers back out of them
-        from ._json_v1 import summary_from_text as _summary_from_text
-
-        shape, dtype = values.get("shape", ()), values.get("dtype", "float32")
-        for key in ("value", "grad"):
-            values[key] = _summary_from_text(values.get(key), shape, dtype)
-        values["flowed"] = tuple(_summary_from_text(f, shape, dtype) for f in values.get("flowed") or ())
-    else:
-        for key in ("value", "grad"):
-            if values.get(key) is not None:
-                values[key] = Summary.from_dict(values[key])
-        values["flowed"] = tuple(None if f is None else Summary.from_dict(f) for f in values.get("flowed") or ())
-    try:
-        return TensorNode(**values)
-    except TypeError as exc:
-        raise ValueError(f"bad tensor record {dict(data)!r}: {exc}") from None
-
-
-def _op_from(data: Mapping[str, Any], schema: int) -> OpNode:
-    values = _check_fields(OpNode, data)
-    saved = values.get("saved") or ()
-    if schema == 1:
-        from ._json_v1 import saved_from_text as _saved_from_text
-
-        values["saved"] = tuple(_saved_from_text(str(k), str(v)) for k, v in saved)
-    else:
-        values["saved"] = tuple(SavedEntry.from_dict(e) for e in saved)
-    try:
-        return OpNode(**values)
-    except TypeError as exc:
-        raise ValueError(f"bad op record {dict(data)!r}: {exc}") from None
-
-
-def _edge_from(data: Mapping[str, Any]) -> Edge:
-    values = _check_fields(Edge, data)
-    if values.get("kind") not in EDGE_KINDS:
-        raise ValueError(f"unknown edge kind: {values.get('kind')!r} (must be one of {list(EDGE_KINDS)})")
-    try:
-        return Edge(**values)
-    except TypeError as exc:
-        raise ValueError(f"bad edge record {dict(data)!r}: {exc}") from None
-
-
-def _notes_from(data: Any) -> dict[str, tuple[str, ...]]:
-    if not isinstance(data, Mapping):
-        raise ValueError(f"notes must be an object from node id to a list of texts, not {type(data).__name__}")
-    out = {}
-    for k, v in data.items():
-        texts = [v] if isinstance(v, str) else v
-        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
-            raise ValueError(f"notes[{k!r}] must be a list of texts, not {v!r}")
-        out[str(k)] = tuple(texts)
-    return out
+# -- reading JSON: what every field of every record must hold (see graphlens.values.read_fields)
+_TEXTS = dict.fromkeys(("name", "op", "detached_from", "region", "scope", "made_by", "code"), TEXT_OR_NULL)
+_TENSOR = kinds_of(
+    TensorNode, id=TEXT, shape=SHAPE, dtype=TEXT, device=TEXT, version=INTEGER, output_nr=COUNT, line=INTEGER_OR_NULL,
+    grad=SUMMARY_OR_NULL, value=SUMMARY_OR_NULL, flowed=SUMMARIES, **_TEXTS,
+    **dict.fromkeys(("is_leaf", "requires_grad", "retains_grad", "is_view", "is_parameter"), FLAG),
+)
+_TENSOR_V1 = {**_TENSOR, "grad": TEXT_OR_NULL, "value": TEXT_OR_NULL, "flowed": V1_TEXTS}
+_OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL,
+             **dict.fromkeys(("name", "forward", "variable", "region", "scope", "code"), TEXT_OR_NULL))
+_OP_V1 = {**_OP, "saved": V1_SAVED}
+_GRAPH_FIELDS = ("schema", "source", "roots", "tensors", "ops", "edges", "notes")
+_EDGE = kinds_of(Edge, src=TEXT, dst=TEXT, kind=one_of("edge kind", EDGE_KINDS), input_nr=COUNT, output_nr=COUNT)
 
 
 class Graph:
@@ -254,6 +204,9 @@ class Graph:
     Build one with :func:`graphlens.snapshot` or :func:`graphlens.trace`.  A ``Graph``
     is a plain value: it holds strings and numbers, never a tensor, so it does not keep
     the program's tensors alive.  Two graphs are equal when their records are equal.
+    A copy (``pickle``, ``copy.deepcopy``, ``copy.copy``) is a plain record: equal, with the
+    same JSON and DOT, but without the weak references to the live tensors, so for it
+    :meth:`tensor` (and what needs the live tensor) behaves as for a freed tensor.
     """
 
     __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_refs", "_notes", "__weakref__")
@@ -498,6 +451,15 @@ class Graph:
     def __hash__(self) -> int:
         return hash((self._tensors, self.ops, self.edges, self._roots, self._source, tuple(self._notes.items())))
 
+    def __reduce__(self):
+        # pickle, copy and deepcopy: the records (ops and edges built if they were still to be)
+        # and the notes, never the weak references to live tensors (see the class docstring)
+        return (type(self), (self._tensors, self.ops, self.edges, self._roots), (self._source, self._notes))
+
+    def __setstate__(self, state: tuple) -> None:
+        self._source, notes = state
+        self._notes = {k: tuple(v) for k, v in notes.items()}
+
     def __repr__(self) -> str:
         c = self.counts
         roots = ", ".join(t.label for t in self.roots) or "-"
@@ -548,59 +510,72 @@ class Graph:
     def from_dict(cls, data: Mapping[str, Any]) -> "Graph":
         """Rebuild a graph from :meth:`to_dict` output (schema 2, or 1 as written before).
 
-        The result is checked: a root, edge end, producer, detach source or leaf that
-        names no node, or an unknown edge kind, raises a ``ValueError`` that says which."""
+        Every field is checked: a field of the wrong type, a duplicate id, or a root, edge
+        end, producer, detach source or leaf that names no node raises a ``ValueError``
+        that says, in a sentence, which record and field (``bad tensor 't3': field 'shape'
+        must be a list of sizes ..., not int 5``)."""
         if not isinstance(data, Mapping):
             raise TypeError(f"data must be a dict as written by Graph.to_dict(), not {type(data).__name__}")
         schema = data.get("schema")
-        if schema not in (1, SCHEMA_VERSION):
-            raise ValueError(f"unsupported graph schema: {schema!r} (must be 1 or {SCHEMA_VERSION})")
+        if type(schema) is not int or schema not in (1, SCHEMA_VERSION):
+            raise ValueError(f"unsupported graph schema: {short(schema)} (must be 1 or {SCHEMA_VERSION})")
+        unknown = sorted(str(k) for k in data if k not in _GRAPH_FIELDS)
+        if unknown:
+            raise ValueError(f"bad graph: unknown field(s) {unknown} (must be among {list(_GRAPH_FIELDS)})")
         for key in ("tensors", "ops", "edges", "roots"):
             if not isinstance(data.get(key, ()), (list, tuple)):
-                raise ValueError(f"{key} must be a list, not {type(data.get(key)).__name__}")
+                raise ValueError(f"bad graph: field {key!r} must be a list, not {describe(data.get(key))}")
         source = data.get("source", "snapshot")
-        if source not in ("snapshot", "trace"):
-            raise ValueError(f"unknown source: {source!r} (must be one of ['snapshot', 'trace'])")
+        if source not in ("snapshot", "trace") or not isinstance(source, str):
+            raise ValueError(f"unknown source: {short(source)} (must be one of ['snapshot', 'trace'])")
+        v1 = schema == 1
         g = cls(
-            [_tensor_from(t, schema) for t in data.get("tensors", ())],
-            [_op_from(o, schema) for o in data.get("ops", ())],
-            [_edge_from(e) for e in data.get("edges", ())],
-            data.get("roots", ()),
+            read_records(TensorNode, _TENSOR_V1 if v1 else _TENSOR, data.get("tensors", ()), "tensor", "id",
+                         convert=tensor_v1 if v1 else None),
+            read_records(OpNode, _OP_V1 if v1 else _OP, data.get("ops", ()), "op", "id"),
+            read_records(Edge, _EDGE, data.get("edges", ()), "edge", "src", "dst"),
+            read_ids(data.get("roots", ()), "roots", "root", "a tensor id"),
             source=source,
-            notes=_notes_from(data.get("notes") or {}),
+            notes=read_notes(data.get("notes") or {}),
         )
         g._validate()
         return g
 
     def _validate(self) -> None:
+        kinds: dict[str, str] = {}
+        for kind, records in (("tensor", self._tensors), ("op", self.ops)):
+            for r in records:
+                if r.id in kinds:
+                    other = f"another {kind}" if kinds[r.id] == kind else ("a tensor" if kind == "op" else "an op")
+                    raise ValueError(f"bad graph: duplicate node id {short(r.id)}: {other} already has it "
+                                     "(ids are unique across tensors and ops)")
+                kinds[r.id] = kind
         tensor_ids = {t.id for t in self._tensors}
         op_ids = {o.id for o in self.ops}
-        if len(tensor_ids) != len(self._tensors) or len(op_ids) != len(self.ops) or tensor_ids & op_ids:
-            raise ValueError("node ids must be unique across tensors and ops")
         for r in self._roots:
             if r not in tensor_ids:
-                raise ValueError(f"root {r!r} names no tensor of the graph")
+                raise ValueError(f"root {short(r)} names no tensor of the graph")
         ends = {"next": (op_ids, op_ids), "input": (tensor_ids, op_ids), "output": (op_ids, tensor_ids), "detach": (tensor_ids, tensor_ids)}
         for e in self.edges:
             srcs, dsts = ends[e.kind]
             for end, ids in (("src", srcs), ("dst", dsts)):
                 value = getattr(e, end)
                 if value not in ids:
-                    raise ValueError(f"{e.kind} edge {e.src!r} -> {e.dst!r}: its {end} {value!r} names no {'op' if ids is op_ids else 'tensor'} of the graph")
+                    raise ValueError(f"{e.kind} edge {short(e.src)} -> {short(e.dst)}: its {end} {short(value)} names no {'op' if ids is op_ids else 'tensor'} of the graph")
         for t in self._tensors:
             if t.op is not None and t.op not in op_ids:
-                raise ValueError(f"tensor {t.id!r}: its op {t.op!r} names no op of the graph")
+                raise ValueError(f"tensor {short(t.id)}: its op {short(t.op)} names no op of the graph")
             if t.detached_from is not None and t.detached_from not in tensor_ids:
-                raise ValueError(f"tensor {t.id!r}: detached_from {t.detached_from!r} names no tensor of the graph")
+                raise ValueError(f"tensor {short(t.id)}: detached_from {short(t.detached_from)} names no tensor of the graph")
         for k in self._notes:
             if k not in tensor_ids and k not in op_ids:
-                raise ValueError(f"a note is attached to {k!r}, which names no node of the graph")
+                raise ValueError(f"a note is attached to {short(k)}, which names no node of the graph")
         for o in self.ops:
             if o.variable is not None and o.variable not in tensor_ids:
-                raise ValueError(f"op {o.id!r}: its variable {o.variable!r} names no tensor of the graph")
+                raise ValueError(f"op {short(o.id)}: its variable {short(o.variable)} names no tensor of the graph")
             for entry in o.saved:
                 if entry.tensor is not None and entry.tensor not in tensor_ids:
-                    raise ValueError(f"op {o.id!r}: saved {entry.name!r} names no tensor {entry.tensor!r} of the graph")
+                    raise ValueError(f"op {short(o.id)}: saved {short(entry.name)} names no tensor {short(entry.tensor)} of the graph")
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
@@ -608,7 +583,11 @@ class Graph:
         if not isinstance(text, (str, bytes, bytearray)):
             raise TypeError(f"text must be a str of JSON as written by Graph.to_json(), not {type(text).__name__}")
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = json.loads(text, parse_constant=BareLiteral)
+        except RecursionError:
+            raise ValueError("not graph JSON: the document is nested too deeply (a graph nests a few levels)") from None
+        except ValueError as exc:  # not JSON, or an integer too long to read
             raise ValueError(f"not graph JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"not graph JSON: the document must be a JSON object, not {describe(data)}")
         return cls.from_dict(data)

@@ -1,10 +1,12 @@
-"""What graphlens reads of tensor values: Summary (numbers, never text) and saved entries."""
+"""What graphlens reads of tensor values: Summary (numbers, never text) and saved entries, and their JSON
+(read back field by field: every error names the record and the field)."""
 
 from __future__ import annotations
 
 import enum
 import math
-from typing import Any, Mapping, NamedTuple
+import reprlib
+from typing import Any, Callable, Mapping, NamedTuple
 
 __all__ = [
     "Summary", "SavedState", "SavedEntry", "LIVE", "FREED", "MODIFIED", "HIDDEN", "UNREADABLE",
@@ -119,21 +121,8 @@ class Summary(NamedTuple):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Summary":
-        """The inverse of :meth:`to_dict`; a ``ValueError`` names what is wrong."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a summary must be a JSON object, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(cls._fields))
-        if unknown:
-            raise ValueError(f"unknown Summary field(s) {unknown} (must be among {list(cls._fields)})")
-        try:
-            head = data.get("head", ())
-            return cls(
-                tuple(n if isinstance(n, str) else int(n) for n in data["shape"]), str(data["dtype"]), int(data["numel"]),
-                None if head is None else tuple(_from_json_number(v) for v in head),
-                *(_from_json_number(data.get(k)) for k in ("min", "max", "mean")),
-            )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"bad summary {dict(data)!r}: {exc}") from None
+        """The inverse of :meth:`to_dict`; a ``ValueError`` names the field that is wrong."""
+        return read_summary(data, "bad summary")
 
 
 def _json_number(v: Any) -> Any:
@@ -141,18 +130,6 @@ def _json_number(v: Any) -> Any:
         return "nan" if v != v else ("inf" if v > 0 else "-inf")
     if type(v) is complex:
         return {"re": _json_number(v.real), "im": _json_number(v.imag)}
-    return v
-
-
-def _from_json_number(v: Any) -> Any:
-    if isinstance(v, str):
-        if v in ("nan", "inf", "-inf"):
-            return float(v)
-        raise ValueError(f"not a number: {v!r}")
-    if isinstance(v, Mapping):
-        return complex(_from_json_number(v["re"]), _from_json_number(v["im"]))
-    if v is not None and not isinstance(v, (int, float, bool)):
-        raise ValueError(f"not a number: {v!r}")
     return v
 
 
@@ -226,21 +203,274 @@ class SavedEntry(NamedTuple):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SavedEntry":
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a saved entry must be a JSON object, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(cls._fields))
-        if unknown:
-            raise ValueError(f"unknown SavedEntry field(s) {unknown} (must be among {list(cls._fields)})")
-        try:
-            state = SavedState(data.get("state", "live"))
-        except ValueError:
-            raise ValueError(
-                f"unknown saved state: {data.get('state')!r} (must be one of {[s.value for s in SavedState]})"
-            ) from None
-        value = data.get("value")
-        if isinstance(value, Mapping) and "tuple" in value:
-            value = tuple(_from_json_number(v) for v in value["tuple"])
-        elif not isinstance(value, str):
-            value = _from_json_number(value)
-        summary = data.get("summary")
-        return cls(str(data["name"]), state, data.get("tensor"), None if summary is None else Summary.from_dict(summary), value)
+        """The inverse of :meth:`to_dict`; a ``ValueError`` names the field that is wrong."""
+        return read_saved(data, "bad saved entry")
+
+
+# -- reading JSON: every field checked, every error one sentence naming the record and field ----------
+class BareLiteral:
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` literal of JSON text: ``json.loads`` takes them,
+    JSON and the schema do not (it spells non-finite numbers ``"nan"``, ``"inf"``, ``"-inf"``).
+    :meth:`Graph.from_json <graphlens.Graph.from_json>` reads such a literal as one of these, so
+    that the error names the field that holds it."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlist, _SHORT.maxdict = 2, 60, 60, 6, 4
+
+
+def describe(value: Any) -> str:
+    """A JSON value as an error message shows it, cut short: ``int 5``, ``str 'x'``, ``null``."""
+    if isinstance(value, BareLiteral):
+        return (f"the bare JSON literal {value.text} (JSON has no such number: the schema writes non-finite "
+                f'numbers as the strings "nan", "inf" and "-inf")')
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {_SHORT.repr(value)}"
+
+
+def short(text: Any) -> str:
+    """``repr(text)``, cut short (an id or a name in an error message)."""
+    return _SHORT.repr(text)
+
+
+class Where:
+    """The words that open an error about one record (``"bad tensor 't3'"``), made only when
+    an error needs them (a large graph reads many records and fails at most once)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:  # (f"{where}: ..." calls it)
+        return self.make()
+
+
+_SCALARS = frozenset({str, int, float, bool, list, tuple, type(None)})
+
+
+def _is_object(v: Any) -> bool:
+    t = type(v)
+    return t is dict or (t not in _SCALARS and isinstance(v, Mapping))
+
+
+class Kind:
+    """What one JSON field must hold: a test, the words for it (``"a text or null"``) and how
+    to turn the JSON value into the record's (``None`` keeps it as it is)."""
+
+    __slots__ = ("expected", "test", "convert")
+
+    def __init__(self, expected: str, test: Callable[[Any], bool], convert: Callable[..., Any] | None = None) -> None:
+        self.expected, self.test, self.convert = expected, test, convert
+
+    def __call__(self, value: Any, where: str | Where, field: str) -> Any:
+        if not self.test(value):
+            raise ValueError(f"{where}: field {field!r} must be {self.expected}, not {describe(value)}")
+        return value if self.convert is None else self.convert(value, where, field)
+
+    def or_null(self) -> "Kind":
+        """The same kind, or ``null``."""
+        convert = self.convert
+        return Kind(f"{self.expected} or null", lambda v: v is None or self.test(v),
+                    None if convert is None else lambda v, where, field: None if v is None else convert(v, where, field))
+
+
+def read_fields(data: Any, cls: type, kinds: Mapping[str, Kind], where: str | Where, noun: str) -> dict[str, Any]:
+    """The fields of ``data``, a JSON object for one ``cls`` record, each checked by its kind; a
+    field left out takes the record's default.  ``where`` opens every error (``"bad tensor 't3'"``)."""
+    if not _is_object(data):
+        raise ValueError(f"{where}: a {noun} must be a JSON object, not {describe(data)}")
+    unknown = [k for k in data if k not in kinds]
+    if unknown:
+        raise ValueError(f"{where}: unknown {cls.__name__} field(s) {sorted(map(str, unknown))} (must be among {list(cls._fields)})")
+    out: dict[str, Any] = {}
+    for name, kind in kinds.items():
+        if name in data:  # (Kind.__call__, inlined: a large graph reads a million fields)
+            v = data[name]
+            if not kind.test(v):
+                kind(v, where, name)  # raises
+            out[name] = v if kind.convert is None else kind.convert(v, where, name)
+        elif name not in cls._field_defaults:
+            raise ValueError(f"{where}: field {name!r} is missing (it must be {kind.expected})")
+    return out
+
+
+def kinds_of(cls: type, **kinds: Kind) -> dict[str, Kind]:
+    """The kind of every field of record class ``cls``, in the record's order."""
+    assert set(kinds) == set(cls._fields), cls
+    return {f: kinds[f] for f in cls._fields}
+
+
+def read_records(cls: type, kinds: Mapping[str, Kind], items: Any, noun: str, *ends: str, convert=None) -> list:
+    """The ``cls`` records of one list of a document, every field checked (:func:`read_fields`),
+    each error naming the record by ``ends`` (see :func:`record_where`); ``convert`` edits the fields."""
+    out = []
+    for k, data in enumerate(items):
+        values = read_fields(data, cls, kinds, record_where(noun, data, k, *ends), noun)
+        out.append(cls(**(values if convert is None else convert(values))))
+    return out
+
+
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple))
+
+
+TEXT = Kind("a text", _is_text)
+TEXT_OR_NULL = TEXT.or_null()
+FLAG = Kind("true or false", lambda v: v is True or v is False)
+INTEGER = Kind("an integer", _is_int)
+INTEGER_OR_NULL = INTEGER.or_null()
+COUNT = Kind("an integer >= 0", lambda v: type(v) is int and v >= 0)
+SHAPE = Kind(
+    "a list of sizes (integers >= 0, or texts for symbolic sizes)",
+    lambda v: _is_list(v) and all((type(n) is int and n >= 0) or isinstance(n, str) for n in v),
+    lambda v, where, field: tuple(v),
+)
+
+_NONFINITE = ("nan", "inf", "-inf")
+_A_NUMBER = 'a number (or "nan", "inf", "-inf"; a complex one as {"re": .., "im": ..})'
+
+
+def _real(v: Any) -> bool:
+    return isinstance(v, (int, float)) or (isinstance(v, str) and v in _NONFINITE)
+
+
+def _is_number(v: Any) -> bool:
+    if type(v) is float or type(v) is int:
+        return True
+    if _is_object(v):
+        return len(v) == 2 and "re" in v and "im" in v and _real(v["re"]) and _real(v["im"])
+    return _real(v)
+
+
+def _number(v: Any, where: str = "", field: str = "") -> Any:
+    if isinstance(v, str):
+        return float(v)
+    if _is_object(v):
+        return complex(_number(v["re"]), _number(v["im"]))
+    return v
+
+
+NUMBER_OR_NULL = Kind(_A_NUMBER, _is_number, _number).or_null()
+
+
+def _head(v: Any, where: str, field: str) -> tuple:
+    for i, item in enumerate(v):
+        if not _is_number(item):
+            raise ValueError(f"{where}: field '{field}[{i}]' must be {_A_NUMBER}, not {describe(item)}")
+    return tuple(map(_number, v))
+
+
+HEAD = Kind("a list of numbers", _is_list, _head).or_null()
+
+
+def read_summary(data: Any, where: str | Where) -> Summary:
+    """A :class:`Summary` from its JSON object (see :meth:`Summary.from_dict`)."""
+    return Summary(**read_fields(data, Summary, _SUMMARY_KINDS, where, "summary"))
+
+
+_SUMMARY_KINDS = {"shape": SHAPE, "dtype": TEXT, "numel": Kind("an integer >= -1", lambda v: type(v) is int and v >= -1),
+                  "head": HEAD, "min": NUMBER_OR_NULL, "max": NUMBER_OR_NULL, "mean": NUMBER_OR_NULL}
+
+SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
+                       lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))
+
+
+def _summaries(v: Any, where: str, field: str) -> tuple:
+    return tuple(None if s is None else read_summary(s, Where(lambda i=i: f"{where}: field '{field}[{i}]' is a bad summary"))
+                 for i, s in enumerate(v))
+
+
+SUMMARIES = Kind("a list of summaries (JSON objects or null)", lambda v: v is None or _is_list(v),
+                 lambda v, where, field: _summaries(v or (), where, field))
+
+
+def one_of(noun: str, choices: Any, convert: Callable[[str], Any] = str) -> Kind:
+    """A field that holds one of the texts ``choices``, read as ``convert(text)`` (an error
+    says ``unknown {noun}: ...``)."""
+    texts = [str(c) for c in choices]
+
+    def check(v: Any, where: str, field: str) -> Any:
+        if not isinstance(v, str) or v not in texts:
+            raise ValueError(f"{where}: unknown {noun}: {short(v)} (field {field!r} must be one of {texts})")
+        return convert(v)
+
+    return Kind(f"one of {texts}", lambda v: True, check)
+
+
+def _is_plain(v: Any) -> bool:
+    if _is_object(v) and list(v) == ["tuple"]:
+        return _is_list(v["tuple"]) and all(map(_is_number, v["tuple"]))
+    return v is None or isinstance(v, str) or _is_number(v)
+
+
+def _plain(v: Any, where: str, field: str) -> Any:
+    if _is_object(v) and list(v) == ["tuple"]:
+        return tuple(map(_number, v["tuple"]))
+    return v if v is None or isinstance(v, str) else _number(v)
+
+
+_SAVED_KINDS = {
+    "name": TEXT, "state": one_of("saved state", [s.value for s in SavedState], SavedState), "tensor": TEXT_OR_NULL,
+    "summary": SUMMARY_OR_NULL, "value": Kind(f'{_A_NUMBER}, a text, {{"tuple": [numbers]}} or null', _is_plain, _plain),
+}
+
+
+def read_saved(data: Any, where: str | Where) -> SavedEntry:
+    """A :class:`SavedEntry` from its JSON object (see :meth:`SavedEntry.from_dict`)."""
+    return SavedEntry(**read_fields(data, SavedEntry, _SAVED_KINDS, where, "saved entry"))
+
+
+SAVED = Kind("a list of saved entries (JSON objects)", lambda v: v is None or _is_list(v), lambda v, where, field: tuple(
+    read_saved(e, Where(lambda i=i: f"{where}: field '{field}[{i}]' is a bad saved entry")) for i, e in enumerate(v or ())))
+
+
+def record_where(noun: str, data: Any, k: int, *ends: str) -> Where:
+    """How an error names record ``k`` of a list: by its id (``bad tensor 't3'``), an edge by its
+    ends (``bad edge #0 ('op0' -> 'op1')``), else by its place (``bad tensor #3``)."""
+
+    def make() -> str:
+        ids = [data.get(e) for e in ends] if _is_object(data) else [None]
+        if not all(isinstance(i, str) for i in ids):
+            return f"bad {noun} #{k}"
+        return f"bad {noun} {short(ids[0])}" if len(ids) == 1 else f"bad {noun} #{k} ({' -> '.join(map(short, ids))})"
+
+    return Where(make)
+
+
+def read_ids(data: Any, field: str, noun: str, expected: str) -> list[str]:
+    """A list of node ids (a graph's roots): each must be a text."""
+    for k, v in enumerate(data):
+        if not isinstance(v, str):
+            raise ValueError(f"bad {field}: {noun} #{k} must be {expected} (a text), not {describe(v)}")
+    return list(data)
+
+
+def read_notes(data: Any) -> dict[str, tuple[str, ...]]:
+    """A graph's notes: an object from node id to a list of texts (or one text)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"bad notes: notes must be an object from node id to a list of texts, not {describe(data)}")
+    out = {}
+    for k, v in data.items():
+        texts = [v] if isinstance(v, str) else v
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            raise ValueError(f"bad notes: the notes of {short(k)} must be a list of texts, not {describe(v)}")
+        out[str(k)] = tuple(texts)
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import re
 from typing import Any, Mapping
 
 import graphviz
@@ -15,7 +16,7 @@ from .rows import NODESEP, legend_width, plan_rows
 from .scene import Edge, Node, Options
 from .style import DETACH, FONT, HIGHLIGHT, REGION
 
-__all__ = ["emit", "quote", "attr_list", "topological", "Diagram"]
+__all__ = ["emit", "quote", "quote_id", "attr_list", "topological", "Diagram"]
 
 
 class Diagram(graphviz.Digraph):
@@ -69,27 +70,86 @@ def topological(nodes: list[Node], edges: list[Edge]) -> list[Node]:
     return [nodes[i] for i in order]
 
 
-_QUOTED: dict[str, str] = {}
+_QUOTED: dict[tuple[str, bool], str] = {}  # (value, is text) -> quoted; values repeat a lot
+_QUOTED_IDS: dict[str, str] = {}
+_BARE = graphviz.quoting.ID.match  # what DOT reads as an id without quotes
+_KEYWORDS = graphviz.quoting.KEYWORDS
+_ID_SPECIAL = re.compile(r'[\\"\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]')
+_TEXT_SPECIAL = re.compile(r'[\\"\n]')
+_ODD_BACKSLASHES = re.compile(r"(?<!\\)(\\\\)*\\\Z")
+
+
+def _spell(m: re.Match) -> str:
+    c = m.group()
+    if c == "\\" or c == '"':
+        return "\\" + c
+    if c == "\n":
+        return "\\n"
+    return f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+
+
+def _quoted(text: str, special: re.Pattern) -> str:
+    if _BARE(text) and text.lower() not in _KEYWORDS:
+        return text
+    return '"' + special.sub(_spell, text) + '"'
+
+
+def quote_id(value: str) -> str:
+    r"""A DOT node id for any string: bare where DOT reads it as it is (``t3``), else in
+    double quotes with every backslash and quote escaped and control characters spelled
+    (``\x07``).  Two different strings never give the same id, nothing in one can end the
+    quotes early (``t\`` gives ``"t\\"``), and it is never read as HTML (``<b>``).
+
+    >>> print(quote_id("t3"), quote_id("t\\"), quote_id('a"b'), quote_id("<b>"), quote_id("node"))
+    t3 "t\\" "a\"b" "<b>" "node"
+    """
+    quoted = _QUOTED_IDS.get(value)
+    if quoted is None:
+        quoted = _quoted(str(value), _ID_SPECIAL)
+        if len(_QUOTED_IDS) < 8192:
+            _QUOTED_IDS[value] = quoted
+    return quoted
 
 
 def quote(value: str) -> str:
-    """graphviz's own quoting of a DOT id or value, remembered (values repeat a lot).
-    Characters Graphviz cannot take (NUL, control characters) are spelled out first."""
-    quoted = _QUOTED.get(value)
+    r"""A DOT attribute value, as graphviz quotes it but never read as HTML (HTML-like labels
+    go through :func:`attr_list` as they are).  Characters Graphviz cannot take (NUL,
+    control characters) are spelled out and a long text is cut (:func:`~graphlens.render.labels.printable`).
+
+    A plain ``str`` is Graphviz's escString already (``\l`` ends a left-aligned line, as a
+    note's label is written): its backslashes stay, but a lone backslash at its end, which
+    would escape the closing quote, is doubled.  A ``graphviz.nohtml(text)`` is text as it
+    is shown (a name, a tooltip): every backslash, quote and newline in it is escaped, so
+    that ``\N`` shows as ``\N``, not as the node's id.
+
+    >>> print(quote("#ff0000"), quote("a\\"), quote(graphviz.nohtml('\\N "x"')))
+    "#ff0000" "a\\" "\\N \"x\""
+    """
+    key = (value, isinstance(value, graphviz.quoting.NoHtml))
+    quoted = _QUOTED.get(key)
     if quoted is None:
         clean = printable(value)
-        quoted = graphviz.quoting.quote(graphviz.nohtml(clean) if isinstance(value, graphviz.quoting.NoHtml) else clean)
+        if key[1]:
+            quoted = _quoted(clean, _TEXT_SPECIAL)
+        elif _BARE(clean) and clean.lower() not in _KEYWORDS:
+            quoted = clean
+        else:
+            if _ODD_BACKSLASHES.search(clean):
+                clean += "\\"
+            quoted = '"' + graphviz.quoting.ESCAPE_UNESCAPED_QUOTES(clean) + '"'  # (as graphviz does)
         if len(_QUOTED) < 8192:
-            _QUOTED[value] = quoted
+            _QUOTED[key] = quoted
     return quoted
 
 
 def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
     """`` [label=... key=value ...]`` exactly as graphviz writes it: the label first,
-    then the other attributes sorted by name; HTML-like labels as they are."""
+    then the other attributes sorted by name; an HTML-like label (``<...>``, unless it is a
+    ``graphviz.nohtml`` text) as it is."""
     parts = []
     if label is not None:
-        parts.append("label=" + (label if label[:1] == "<" and label[-1:] == ">" else quote(label)))
+        html_like = label[:1] == "<" and label[-1:] == ">" and not isinstance(label, graphviz.quoting.NoHtml)
+        parts.append("label=" + (label if html_like else quote(label)))
     for key in sorted(attrs):
         value = attrs[key]
         if value is not None:
@@ -120,9 +180,18 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
     if rows is not None:
         dot.graph_attr["nodesep"] = NODESEP
     spine = rows.spine if rows is not None else frozenset()
-    qid = (lambda x: quote(prefix + x)) if prefix else quote  # node ids (prefixed to draw two graphs in one)
+    qid = (lambda x: quote_id(prefix + x)) if prefix else quote_id  # node ids (prefixed to draw two graphs in one)
     body = dot.body  # lines are written directly: graphviz's per-attribute quoting is the slow part
     beside, note_tail = note_lines(notes or {}, nodes, qid, prefix)
+    # Ids of the diagram's own nodes (region titles, the legend) never fall together with a
+    # node of the graph (a graph read from JSON may call a tensor "legend").
+    taken = {n.id for n in nodes} | {f"note{k}" for k in range(sum(map(len, (notes or {}).values())))}
+
+    def own(base: str) -> str:
+        while base in taken:
+            base += "_"
+        taken.add(base)
+        return base
     regions: dict[str, list[Node]] = {}
     for n in nodes:
         if n.region:
@@ -131,16 +200,20 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         if not n.region:
             body.append(f"\t{qid(n.id)}{attr_list(n.label, {**n.attrs, 'group': 'spine'} if n.id in spine else n.attrs)}\n")
             body.extend(beside.pop(n.id, ()))
+    clusters: set[str] = set()
     for region, members in regions.items():
         kind = region.partition("#")[0]
         cid = "cluster_" + prefix + "".join(c if c.isalnum() else "_" for c in region)
+        while cid in clusters:  # ("a-b" and "a_b" are two regions)
+            cid += "_"
+        clusters.add(cid)
         body.append(f"\tsubgraph {cid} {{\n")
         body.append(f"\t\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n")
         # The title is a node of its own above the region's first node, so that no
         # edge is ever drawn across it (a cluster label would be).
-        title = cid.removeprefix("cluster_" + prefix)
+        title = own(cid.removeprefix("cluster_" + prefix))
         title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-        body.append(f"\t\t{qid(title)}{attr_list(kind, title_attrs)}\n")
+        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(kind), title_attrs)}\n")
         for n in members:
             body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
         for n in members:
@@ -181,7 +254,8 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
     body.extend(note_tail)
     if legend is not None:
         legend_attrs = {"shape": "box", "style": "rounded", "color": "#cccccc", "fontsize": "9", "margin": "0.05"}
-        body.append(f"\t{prefix}legend{attr_list(legend, legend_attrs)}\n")
+        lid = qid(own("legend"))
+        body.append(f"\t{lid}{attr_list(legend, legend_attrs)}\n")
         if rows is not None and rows.legend_beside is not None:
-            body.append(f"\t{{rank=same; {prefix}legend; {qid(rows.legend_beside)}}}\n")
+            body.append(f"\t{{rank=same; {lid}; {qid(rows.legend_beside)}}}\n")
     return dot

@@ -18,11 +18,28 @@ from .style import DIRECTIONS, FONT, GRAD_TEXT, HIGHLIGHT, LEAF_FILL, MAX_NODES,
 if TYPE_CHECKING:
     from ..replay import Replay
 
-__all__ = ["replay_page", "replay_frame", "replay_data", "MARKERS"]
+__all__ = ["replay_page", "replay_frame", "replay_data", "script_json", "MARKERS"]
 
 #: The text colour of the reserved ``.grad`` row of a tensor node: one step off the node's
 #: fill, so Graphviz lays the row out (invisibly) and the page finds and fills it.
 MARKERS = {LEAF_FILL: "#c8ebc5", NONLEAF_FILL: "#fffffe"}
+
+
+_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON that is safe inside an HTML ``<script>`` element whatever its texts
+    hold: ``<``, ``>`` and ``&`` (and the two JavaScript line separators, and lone surrogates,
+    which UTF-8 cannot write) are spelled as ``\\u`` escapes, so no ``</script>`` ends the
+    element early and no ``<!--`` puts it in HTML's escaped script states; ``JSON.parse``
+    reads the same values back.
+
+    >>> script_json({"name": "</script><!--"})
+    '{"name":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
+    """
+    text = json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _text(s: Summary | None, precision: int, max_elements: int | None) -> str:
@@ -238,21 +255,26 @@ def replay_page(
         svg = ""
         missing = f"<p class='missing'>No diagram: {html.escape(str(exc))}</p>"
     heading = title or f"Backward replay: {len(replay.steps)} step{'s' * (len(replay.steps) != 1)} in {replay.passes} backward call{'s' * (replay.passes != 1)}"
-    payload = json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False).replace("</", "<\\/")
+    payload = script_json(data)
     error = ""
     if explanation is not None:
         body = explanation.to_html() if hasattr(explanation, "to_html") else f"<p>{html.escape(str(explanation))}</p>"
         error = f"<section class='error'><b>The program stopped with an error.</b>{body}</section>"
     page_id = hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
-    return (
-        _PAGE.replace("@TITLE@", html.escape(heading))
-        .replace("@CSS@", _CSS.replace("@FONT@", FONT).replace("@HL@", HIGHLIGHT).replace("@GRAD@", GRAD_TEXT).replace("@REL@", RELEASED))
-        .replace("@ERROR@", error)
-        .replace("@SVG@", svg or missing)
-        .replace("@ID@", page_id)
-        .replace("@DATA@", payload)
-        .replace("@JS@", _JS.replace("@MARKERS@", json.dumps(sorted(MARKERS.values()))))
-    )
+    parts = {
+        "TITLE": html.escape(heading),
+        "CSS": _CSS.replace("@FONT@", FONT).replace("@HL@", HIGHLIGHT).replace("@GRAD@", GRAD_TEXT).replace("@REL@", RELEASED),
+        "ERROR": error,
+        "SVG": svg or missing,
+        "ID": page_id,
+        "DATA": payload,
+        "JS": _JS.replace("@MARKERS@", json.dumps(sorted(MARKERS.values()))),
+    }
+    # One pass: a part that holds a placeholder's spelling (a tensor named "@JS@") stays as it is.
+    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _PAGE)
+
+
+_PLACEHOLDER = re.compile(r"@(TITLE|CSS|ERROR|SVG|ID|DATA|JS)@")
 
 
 def replay_frame(replay: "Replay", *, height: int = 640, **options: Any) -> str:
