@@ -15,7 +15,7 @@ from .claims.status import STATUS, STATUSES
 __all__ = [
     "main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color",
     "add_demo_command", "run_demo_command", "add_tour_command", "run_tour_command",
-    "add_replay_command", "run_replay_command",
+    "add_replay_command", "run_replay_command", "exit_status", "autograd_explanation", "script_traceback",
 ]
 
 #: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
@@ -263,8 +263,9 @@ def add_replay_command(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run a Python script under graphlens.trace() and write replay.html: the data-view diagram of what it "
             "built, with a stepper through every node PyTorch's engine ran in backward (what arrived, what it sent, "
-            "the .grad it wrote), and graph.svg, the final diagram. A script that raises still gets its page, up to "
-            "the failure, with the error explained; the exit status is then 1."
+            "the .grad it wrote), and graph.svg, the final diagram. The script runs as `python SCRIPT.py` would run "
+            "it: sys.exit(n) gives exit status n, and an exception prints its traceback and gives 1; either way the "
+            "page shows what ran up to there, and an autograd error graphlens recognises is explained as well."
         ),
     )
     p.add_argument("script", help="the Python file to run, e.g. train.py")
@@ -290,16 +291,16 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     run = replay_script(args.script, tuple(args.args))
-    explanation = None
-    if run.error is not None:
-        from .explain import explain_error
-
-        try:
-            explanation = explain_error(run.error, run.trace)
-        except Exception:  # noqa: BLE001 - the page still shows the error itself
-            explanation = f"{type(run.error).__name__}: {run.error}"
+    error, status, said, explanation, on_page = run.error, 0, None, None, None
+    if isinstance(error, SystemExit):  # sys.exit(n): the script's own exit status, as `python script.py` gives it
+        status, said = exit_status(error.code)
+        on_page = f"The script ended with SystemExit({error.code!r}) (sys.exit): exit status {status}."
+    elif error is not None:
+        status = 1
+        explanation = autograd_explanation(error, run.trace)
+        on_page = explanation if explanation is not None else f"{type(error).__name__}: {error}"
     page = folder / "replay.html"
-    run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=explanation)
+    run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=on_page)
     written = [page]
     from .render import LayoutProgramNotFound, render
 
@@ -312,12 +313,82 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
           + ("" if steps else " (the script ran no backward: the page shows the graph only)"), file=out)
     for path in written:
         print(f"written: {path.resolve()}", file=out)
-    if run.error is not None:
-        print(f"graphlens replay: {args.script} stopped with {type(run.error).__name__}: {run.error}", file=err)
-        if explanation is not None and not isinstance(explanation, str):
+    if said is not None:
+        print(said, file=err)
+    elif error is not None and not isinstance(error, SystemExit):
+        err.write(script_traceback(error))
+        if explanation is not None:
             print(f"graphlens: {explanation}", file=err)
-        return 1
-    return 0
+    return status
+
+
+def exit_status(code: object) -> tuple[int, str | None]:
+    """``(exit status, text for stderr)`` of ``SystemExit(code)``, as Python gives them:
+    ``None`` is 0, an int is itself, anything else is printed and gives 1."""
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return int(code), None
+    return 1, str(code)
+
+
+def autograd_explanation(error: BaseException, trace) -> object | None:
+    """graphlens's explanation of ``error`` when it is an autograd error graphlens recognises,
+    else None (a script's own exception gets only its traceback, as Python prints it)."""
+    from .explain import explain_error
+
+    try:
+        found = explain_error(error, trace)
+    except Exception:  # noqa: BLE001 - explaining must never hide the error itself
+        return None
+    return None if found.reason == "unknown_error" else found
+
+
+#: graphlens's own frames in a replayed script's traceback (the runner, the trace's mode and hooks).
+_RUNNER_MODULES = ("replay", "trace", "_recorder", "_backward_record", "_capture", "_safety", "_attribution")
+
+
+def script_traceback(error: BaseException) -> str:
+    """The traceback of a replayed script's exception as ``python script.py`` prints it,
+    chained exceptions included, without the frames graphlens adds: its runner and runpy
+    before the script's first line, and the trace's mode between a line and torch
+    (``handle_torch_function``, the mode, the call made at the user's line)."""
+    import traceback
+
+    from .names import CALLER_NAME
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    ours = {os.path.join(package, f"{name}.py") for name in _RUNNER_MODULES}
+    torch_dir = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__)) if "torch" in sys.modules else None
+
+    def mine(f: traceback.FrameSummary) -> bool:
+        return f.filename in ours or f.name == CALLER_NAME or f.filename.startswith("<frozen runpy")
+
+    def in_torch(f: traceback.FrameSummary) -> bool:
+        return torch_dir is not None and os.path.abspath(f.filename).startswith(torch_dir + os.sep)
+
+    def keep(stack: list) -> list:
+        drop = {i for i, f in enumerate(stack) if mine(f)}
+        for i in sorted(drop):  # torch handing the call to the trace's mode, right before it
+            j = i - 1
+            if j >= 0 and j not in drop and in_torch(stack[j]) and stack[j].name == "handle_torch_function":
+                drop.add(j)
+                if j - 1 >= 0 and in_torch(stack[j - 1]):
+                    drop.add(j - 1)
+        return [f for i, f in enumerate(stack) if i not in drop]
+
+    def trim(te: traceback.TracebackException | None, seen: set) -> None:
+        while te is not None and id(te) not in seen:
+            seen.add(id(te))
+            te.stack = traceback.StackSummary.from_list(keep(list(te.stack)))
+            for member in getattr(te, "exceptions", None) or ():  # an ExceptionGroup's exceptions
+                trim(member, seen)
+            trim(te.__cause__, seen)
+            te = te.__context__
+
+    te = traceback.TracebackException(type(error), error, error.__traceback__, compact=True)
+    trim(te, set())
+    return "".join(te.format())
 
 
 def _not_a_folder(path: str) -> str | None:

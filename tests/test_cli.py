@@ -181,3 +181,74 @@ def test_a_full_disk_is_one_line_and_status_1(tmp_path):
     proc = _cli("tour", "--out", str(tmp_path / "out"), preexec_fn=small_files)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- graphlens replay runs the script as Python would ----------------------------------------
+
+
+def _replay_script(tmp_path, body: str, name: str = "prog.py") -> Path:
+    import textwrap
+
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+    return path
+
+
+def test_replay_of_a_script_raising_its_own_error_prints_its_traceback_only(tmp_path):
+    """A script's own ValueError gets Python's traceback (its file and line, no graphlens or runpy frame), exit 1, and no autograd explanation or fix."""
+    script = _replay_script(tmp_path, """
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+        raise ValueError("bad config value")
+    """)
+    out = tmp_path / "out"
+    proc = _cli("replay", str(script), "--out", str(out))
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert err.startswith("Traceback (most recent call last):")
+    assert f'File "{script}", line 4, in <module>' in err and 'raise ValueError("bad config value")' in err
+    assert err.rstrip().endswith("ValueError: bad config value")
+    for foreign in ("graphlens/replay.py", "runpy", "PyTorch", "anomaly", "in place", "graphlens:"):
+        assert foreign not in err, foreign
+    page = (out / "replay.html").read_text(encoding="utf-8")
+    assert "ValueError: bad config value" in page and "anomaly" not in page  # the page shows what ran, and the error as it is
+
+
+def test_replay_passes_the_scripts_exit_status_through(tmp_path, capsys):
+    """sys.exit(n) / SystemExit(n) in a replayed script gives exit status n, a message is printed and gives 1, exactly as python script.py; the page of what ran is still written."""
+    cases = [("sys.exit(3)", 3, ""), ("raise SystemExit(3)", 3, ""), ('sys.exit("bye")', 1, "bye\n"), ("sys.exit(0)", 0, ""), ("sys.exit()", 0, "")]
+    for n, (call, status, stderr) in enumerate(cases):
+        script = _replay_script(tmp_path, f"""
+            import sys, torch
+            w = torch.ones(2, requires_grad=True)
+            (w * 2).sum().backward()
+            {call}
+            raise AssertionError("sys.exit returned")
+        """, name=f"prog{n}.py")
+        out = tmp_path / f"out{n}"
+        assert main(["replay", str(script), "--out", str(out)]) == status, call
+        captured = capsys.readouterr()
+        assert captured.err == stderr, call
+        assert "3 backward steps in 1 backward call" in captured.out, call
+        assert (out / "replay.html").is_file(), call
+
+
+def test_replay_of_a_real_autograd_error_gives_its_traceback_and_the_explanation(tmp_path):
+    """A second backward through a freed graph: Python's traceback of the script's line (no frame of the trace's mode), then graphlens's explanation, exit 1."""
+    script = _replay_script(tmp_path, """
+        import torch
+        w = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = w.sigmoid()
+        loss = (y * w).sum()
+        loss.backward()
+        loss.backward()
+    """)
+    proc = _cli("replay", str(script), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1, proc.stderr
+    trace, _, explained = proc.stderr.partition("\ngraphlens: ")
+    assert trace.startswith("Traceback (most recent call last):")
+    assert f'File "{script}", line 6, in <module>' in trace and "RuntimeError: Trying to backward through the graph a second time" in trace
+    for foreign in ("graphlens/", "handle_torch_function", "_graphlens_call", "runpy"):
+        assert foreign not in trace, foreign
+    assert explained.startswith("loss.backward()") and "retain_graph=True" in explained and "anomaly" not in explained

@@ -654,3 +654,110 @@ def test_enable_grad_inside_no_grad_is_not_blamed():
     w = torch.ones(2, requires_grad=True)
     e = explain(w, out)
     assert "cut_by_no_grad" not in e.reasons
+
+
+# -- never state what the given trace or graph cannot know ----------------------------------
+
+
+def test_a_tensor_from_another_trace_keeps_its_live_grad():
+    """explain(w1, tr2) for a w1 made and backpropagated in another trace says w1.grad is set (its value) and that tr2 never recorded it, never that it is None."""
+    with gl.trace() as tr1:
+        w1 = torch.ones(2, requires_grad=True)
+        loss1 = (w1 * 3).sum()
+        loss1.backward()
+    w2 = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr2:
+        loss2 = (w2 * 5).sum()
+        loss2.backward()
+    e = explain(w1, tr2)
+    text = str(e)
+    assert e.reasons == ("not_reachable", "grad_set_elsewhere", "not_recorded") and e.tensor_name == "w1"
+    assert "w1.grad is set ([3, 3])" in text and "never recorded w1" in text
+    assert "is None" not in text and "will be None" not in text
+    assert explain(w1, tr1).reasons == ("grad_ok",)  # the trace that recorded it answers as before
+
+
+def test_a_tensor_made_outside_any_trace_is_not_answered_from_the_trace():
+    """A tensor made outside the trace, with a .grad from a backward outside it: its value and that the trace did not record it, whether or not the trace's root is still alive."""
+    w0 = torch.ones(2, requires_grad=True)
+    (w0 * 3).sum().backward()
+    w2 = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr2:
+        loss2 = (w2 * 5).sum()
+        loss2.backward()
+    alive = explain(w0, tr2)
+    assert "not_recorded" in alive.reasons and "w0.grad is set ([3, 3])" in str(alive) and "is None" not in str(alive)
+    del loss2  # the trace's root is gone: only the live tensor is left to answer from
+    gone = explain(w0, tr2)
+    assert gone.reasons == ("grad_ok", "not_recorded") and gone.tensor_name == "w0"
+    assert "w0.grad is set: [3, 3]" in str(gone) and "never recorded w0" in str(gone)
+    fresh = torch.ones(2, requires_grad=True)
+    unknown = explain(fresh, tr2)
+    assert unknown.reasons == ("no_root", "not_recorded") and "no root was given" not in str(unknown)
+
+
+def test_a_root_that_does_not_reach_a_tensor_with_a_grad_does_not_say_it_is_none():
+    """explain(w, loss2) where loss2 does not use w but an earlier backward gave w a .grad: the grad is set, and loss2's backward adds nothing to it."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    (w * 3).sum().backward()
+    v = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss2 = (v * 5).sum()
+    e = explain(w, loss2)
+    assert e.reasons[:2] == ("not_reachable", "grad_set_elsewhere")
+    assert "w.grad is set ([3, 3]), but not by loss2" in str(e) and "is None" not in str(e)
+
+
+def test_a_failing_root_the_trace_never_saw_is_not_answered_with_another_record():
+    """backward on a tensor made outside the trace: explain_error(err, tr) does not describe another tensor of the trace (one made under no_grad) as the culprit."""
+    w = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr:
+        with torch.no_grad():
+            y = w * 2
+        (w * 3).sum().backward()
+    err = _raise(lambda: torch.ones(2).sum().backward())
+    e = explain_error(err, tr)
+    assert e.reasons == ("no_grad_fn", "not_recorded") and e.tensor_id is None
+    assert e.tensor_name != "y" and "created_in_no_grad" not in e.reasons and "made by mul" not in str(e)
+    assert y.requires_grad is False  # (the trace's record that the old answer described instead)
+
+
+def test_an_error_message_alone_names_no_tensor_of_the_trace():
+    """explain_error(message, tr) without a traceback names no tensor: the trace's last leaf would be a guess."""
+    with gl.trace() as tr:
+        w = torch.ones(2, requires_grad=True)
+        (w * 3).sum().backward()
+    e = explain_error("a leaf Variable that requires grad is being used in an in-place operation.", tr)
+    assert e.reasons == ("inplace_leaf",) and e.tensor_name is None and " w," not in str(e)
+
+
+def test_a_scripts_own_error_gets_no_autograd_reading():
+    """A ValueError, even one quoting a PyTorch message, is unknown_error with no fix; a RuntimeError raised outside backward gets no anomaly-mode fix."""
+    try:
+        raise ValueError("Trying to backward through the graph a second time, says my config checker")
+    except ValueError as exc:
+        e = explain_error(exc)
+    assert e.reasons == ("unknown_error",) and e.fix is None
+    assert "PyTorch" not in str(e) and "anomaly" not in str(e) and "ValueError" in str(e)
+    err = _raise(lambda: torch.ones(2, 2) @ torch.ones(3, 2))
+    e = explain_error(err)
+    assert e.reasons == ("unknown_error",) and "anomaly" not in (e.fix or "") and "PyTorch said" not in str(e)
+
+
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+def test_a_none_grad_of_a_nonleaf_is_not_blamed_on_an_update_that_cannot_have_made_it():
+    """w = randn(..., requires_grad=True) - 1 before a loop whose update reads w.grad: w is named as a non-leaf, but the update is not blamed (w's first value is made by the same op)."""
+    x = torch.ones(4, 3)
+
+    def train():
+        w = torch.randn(3, requires_grad=True) - 1
+        for step in range(2):
+            loss = (x @ w).sum()
+            loss.backward()
+            w = w - w.grad * 0.1
+
+    try:
+        train()
+    except TypeError as exc:
+        e = explain_error(exc)
+    assert e.reasons == ("grad_is_none", "nonleaf_not_retained") and e.tensor_name == "w" and e.op == "SubBackward0"
+    assert "rebound_leaf" not in e.reasons and "earlier iteration" not in str(e) and "not a leaf" in str(e)

@@ -28,6 +28,7 @@ class Context:
     """What the exception's traceback tells: the user's frame and line, and the root of a failed backward."""
 
     def __init__(self, exc: BaseException | None, caller: FrameType | None = None) -> None:
+        self.exc = exc  # the exception explained (released by close())
         self.line = ""
         self.lineno: int | None = None
         self.frame: FrameType | None = None  # the user's frame that raised (released by close())
@@ -88,7 +89,7 @@ class Context:
         self.candidates.clear()
         self.root.clear()
         self.inputs.clear()
-        self.frame = None
+        self.frame = self.exc = None
 
 
 def short(message: str) -> str:

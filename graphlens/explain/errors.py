@@ -11,6 +11,7 @@ from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
 from .context import Context, assignment_line, line_op, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
+from .evidence import unrecorded_sentence
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live
 from .mistakes import HANDLERS as MISTAKE_HANDLERS, PATTERNS as MISTAKES
@@ -81,7 +82,8 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
         frame = user_frame(1)
         return _explain_error(exc, message, graph_or_trace, frame)
     except Exception:  # noqa: BLE001 - explaining must never raise
-        code = next((c for c, p in _PATTERNS if p.search(message)), "unknown_error")
+        torch_kind = isinstance(exc, RuntimeError) or not isinstance(exc, BaseException)
+        code = next((c for c, p in _PATTERNS if torch_kind and p.search(message)), "unknown_error")
         if code == "unknown_error":
             sentences = [f"graphlens does not recognise this error: {short(message)!r}."]
         else:
@@ -106,8 +108,11 @@ def _graph_of(graph_or_trace) -> tuple[Graph | None, Trace | None]:
 
 def _explain_error(exc: Any, message: str, graph_or_trace, caller: FrameType | None) -> Explanation:
     code, match = "unknown_error", None
+    # PyTorch raises all of these as RuntimeError: a script's own ValueError that happens to
+    # quote one of them is not one.
+    torch_kind = isinstance(exc, RuntimeError) or not isinstance(exc, BaseException)
     for c, pattern in _PATTERNS:
-        match = pattern.search(message)
+        match = pattern.search(message) if torch_kind else None
         if match:
             code = c
             break
@@ -135,9 +140,9 @@ def _named_in_line(ctx: Context, g: Graph | None, keep, rec_keep) -> tuple[str |
         name = found[0][0]
         tid = on_graph(g, found[0][1]) if g is not None else None
         return name, tid
-    if g is not None:
+    if g is not None:  # a record named in the failing line (without a line, any record would be a guess)
         tokens = set(re.findall(r"[A-Za-z_]\w*", ctx.line))
-        recs = [t for t in g.tensors if rec_keep(t) and (t.name in tokens or not tokens)]
+        recs = [t for t in g.tensors if rec_keep(t) and t.name in tokens]
         if len(recs) >= 1:
             return recs[-1].name, recs[-1].id
     return None, None
@@ -258,13 +263,18 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
     tid = None
     if g is not None and root is not None:
         tid = find_live(g, root)
-    if tid is None and g is not None and trace is not None:
+    unrecorded = root is not None and g is not None and tid is None  # live, and never seen by the trace or graph
+    if tid is None and g is not None and trace is not None and root is None:
+        # (the failing tensor itself is not known: the trace's latest record of one that needs no grad)
         recs = [t for t in g.tensors if not t.requires_grad and (name is None or t.name == name)]
         if recs:
             tid, name = recs[-1].id, recs[-1].name or name
     who = name or ("the tensor" if root is not None else f"output {index}")
     sentences = [f"backward was called on {who}, which does not require grad and has no grad_fn: no graph leads back from it."]
     reasons = ["no_grad_fn"]
+    if unrecorded:  # nothing recorded is said of it: another tensor's record would be a wrong answer
+        reasons.append("not_recorded")
+        sentences.append(unrecorded_sentence("trace" if trace is not None else "traced graph" if g.source == "trace" else "graph", who))
     path: list[str] = [tid] if tid else []
     edges: list = []
     cut = None
@@ -381,11 +391,25 @@ def _simple(code: str, sentence: str, fix: str):
 
 
 def _unknown(message, match, g, trace, ctx) -> Explanation:
+    exc = ctx.exc
+    if exc is not None and not isinstance(exc, RuntimeError):
+        # Not an error PyTorch's autograd raises (a script's own ValueError, a KeyError):
+        # nothing about the graph to say, and no autograd fix to offer.
+        return Explanation(
+            ["unknown_error"],
+            [f"graphlens does not recognise this {type(exc).__name__} as an autograd error, so it says nothing more "
+             f"about it than its message: {short(message)!r}."],
+            graph=g, message=message,
+        )
+    in_backward = bool(ctx.root) or exc is None  # (a message alone: where it came from is not known)
     return Explanation(
         ["unknown_error"],
-        [f"graphlens does not recognise this error, so it cannot relate it to the graph. PyTorch said: {short(message)!r}."],
+        [f"graphlens does not recognise this error, so it cannot relate it to the graph. The error says: {short(message)!r}."],
         graph=g, message=message,
-        fix="Search for the message, or run the code under torch.autograd.set_detect_anomaly(True) to see which operation failed.",
+        fix="Search for the message" + (
+            ", or run the code under torch.autograd.set_detect_anomaly(True) to see which forward operation made the "
+            "backward node that failed." if in_backward else "."
+        ),
     )
 
 

@@ -16,7 +16,7 @@ from .types import Explanation
 
 __all__ = [
     "name_among", "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
-    "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer",
+    "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer", "unrecorded_sentence",
 ]
 
 def name_among(t: torch.Tensor, candidates: list, names: Mapping | None) -> str | None:
@@ -28,9 +28,25 @@ def name_among(t: torch.Tensor, candidates: list, names: Mapping | None) -> str 
     return next((n for n, v in candidates if v is t), None)
 
 
-def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION) -> Explanation | None:
-    """With no root given, a tensor that holds a ``.grad`` right now is answered as such:
-    its value, and that it is the sum of every backward pass since it was last cleared."""
+def unrecorded_sentence(where: str, who: str) -> str:
+    """What an answer says first about a tensor the given trace or graph never recorded
+    (``where``: ``"trace"``, ``"traced graph"`` or ``"graph"``)."""
+    if where in ("trace", "traced graph"):
+        given = "The trace given never recorded" if where == "trace" else "The graph given (from a trace) holds no record of"
+        return (f"{given} {who}: the trace saw no operation make or use it ({who} was made outside its "
+                f"block or in another trace, or by a legacy constructor such as torch.FloatTensor, which a trace cannot "
+                f"see), so what follows is read from the live tensor itself.")
+    return (f"The graph given does not hold {who} (a snapshot records the leaves its roots reach and the tensors it "
+            f"could name), so what follows is read from the live tensors: {who} and the graph's roots.")
+
+
+def grad_already_there(
+    tensor: torch.Tensor, candidates: list, names, precision: int = PRECISION, *, unrecorded: str | None = None
+) -> Explanation | None:
+    """With no root given (or none alive), a tensor that holds a ``.grad`` right now is
+    answered as such: its value, and that it is the sum of every backward pass since it was
+    last cleared.  ``unrecorded`` (``"trace"`` or ``"graph"``): the one given never recorded
+    the tensor, which the answer says first."""
     try:
         keeps = tensor.is_leaf or tensor.retains_grad
     except RuntimeError:
@@ -39,13 +55,14 @@ def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision:
     if grad is None:
         return None
     name = name_among(tensor, candidates, names)
-    who = name or "the tensor"
     value = summarize(grad)
     del grad
-    g = snapshot(tensor, names={who: tensor})
+    g = snapshot(tensor, names={name: tensor}) if name else snapshot(tensor)  # (else named after the caller's variable)
     tid = g.roots[0].id
+    name = name or g.roots[0].name
+    who = name or "the tensor"
     sentences = [
-        f"{who + '.grad' if name else 'its .grad'} is set: {value.format(precision)}.",
+        f"{who + '.grad' if name else 'Its .grad'} is set: {value.format(precision)}.",
         f"It holds the sum of the gradients of every backward pass that reached {who} since its "
         "gradient was last cleared: PyTorch adds each new gradient to .grad, it does not replace it.",
     ]
@@ -65,6 +82,9 @@ def grad_already_there(tensor: torch.Tensor, candidates: list, names, precision:
         reasons.append("hook_changed_grad")
         sentences[1:] = [hook_sentence(who, hooks)]
         fix = hook_fix(who, hooks)
+    if unrecorded:
+        reasons.append("not_recorded")
+        sentences.insert(0, unrecorded_sentence(unrecorded, who))
     return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
 
 

@@ -9,7 +9,7 @@ from ..graph import FREED, LIVE, PRECISION, OpNode, SavedEntry, Summary, TensorN
 __all__ = [
     "grad_is_value", "gradient_flowed", "grad_text",
     "saved_entries", "saved_names", "saved_is_freed", "saved_is_tensor", "saved_is_tensor_of",
-    "saves_result", "saves_anything", "region_kind",
+    "saves_result", "saves_anything", "region_kind", "backward_ran",
 ]
 
 # TensorNode.grad, TensorNode.flowed and OpNode.saved hold numbers (Summary) and saved
@@ -89,3 +89,25 @@ def saves_anything(op: OpNode) -> bool:
 def region_kind(region: str) -> str:
     """The kind of a ``no_grad`` region record: ``"no_grad#0"`` -> ``"no_grad"``."""
     return region.split("#")[0]
+
+
+# -- whether backward ran ------------------------------------------------------------------
+
+
+def backward_ran(view, roots: Sequence[str], trace=None) -> bool | None:
+    """True when backward evidently ran through the roots (ids in ``view``'s graph; a
+    gradient flowed into one, ``trace`` saw a backward pass, or a saved tensor below them
+    is freed), else None (unknown).
+
+    Never False: saved tensors still there fit "backward has not run" and "backward ran
+    with retain_graph=True" alike, a graph that saved nothing looks the same before and
+    after, and a trace's graph may be read after a backward outside its block."""
+    if any(gradient_flowed(view.t(r)) for r in roots):
+        return True
+    if trace is not None and trace.backward_passes:
+        return True
+    reach, _ = view.bfs(list(roots))
+    saved = [e for o in reach if o.startswith("op") for e in saved_entries(view.o(o))]
+    if any(saved_is_freed(e) for e in saved):
+        return True
+    return None

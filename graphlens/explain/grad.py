@@ -12,14 +12,15 @@ from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
+from .copies import copy_answer
 from .cuts import Cut, code_cut, origin_cut, cut_fix as _cut_fix, rebind_fix, rebinding, traced_cut_between
-from .facts import gradient_flowed, grad_text, region_kind, saved_entries, saved_is_freed
+from .facts import backward_ran, gradient_flowed, grad_text, region_kind
 from .live import INTEGER_DTYPES, find_live, reaches, shares_memory, snapshot_for
 from .paths import PathView
 from .types import Explanation
 from .evidence import (
     add_ctx_change, ctx_changes, name_among, changed_untracked, data_alias_sentence, data_aliases, grad_already_there, hook_fix, hook_sentence, hooks_of,
-    in_optimizer, producer, rebound,
+    in_optimizer, producer, rebound, unrecorded_sentence,
 )
 
 if TYPE_CHECKING:
@@ -97,19 +98,20 @@ def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, pre
         live = tensor
         tid = find_live(g, tensor)
         if tid is None:
-            # Not in the recorded graph (a snapshot only sees what the roots reach): re-read
-            # the live roots when they still exist, else answer from the tensor alone.
+            # Not in the recorded graph (a snapshot only sees what the roots reach; a trace what
+            # its block made or used): re-read the live roots when they still exist, else answer
+            # from the tensor alone, saying so: nothing recorded is stated of it.
+            where = "trace" if trace is not None else "traced graph" if g.source == "trace" else "graph"
             roots_live = [g.tensor(r.id) for r in g.roots]
             roots_live = [r for r in roots_live if r is not None]
-            if roots_live:
-                return _explain_live(tensor, tuple(roots_live), names=names, optimizer=optimizer, frame=None, precision=precision)
             return _explain_live(
-                tensor, None, names=names, optimizer=optimizer, frame=None, no_frame_roots=True, precision=precision
+                tensor, tuple(roots_live) or None, names=names, optimizer=optimizer, frame=None,
+                no_frame_roots=not roots_live, precision=precision, unrecorded=where,
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
     roots = [r.id for r in g.roots]
-    ran = _backward_ran_recorded(g, view, roots, trace)
+    ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {}
     origins = getattr(getattr(trace, "_rec", None), "origins", None)
     if origins:
@@ -122,25 +124,9 @@ def _explain_recorded(tensor: Any, root: Trace | Graph, *, names, optimizer, pre
     return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
 
 
-def _backward_ran_recorded(g: Graph, view: PathView, roots: list[str], trace: Trace | None) -> bool | None:
-    """True when backward evidently ran through the roots, else None (unknown).
-
-    Never False: saved tensors still there fit "backward has not run" and "backward ran
-    with retain_graph=True" alike, a graph that saved nothing looks the same before and
-    after, and a trace's graph may be read after a backward outside its block."""
-    if any(gradient_flowed(view.t(r)) for r in roots):
-        return True
-    if trace is not None and trace.backward_passes:
-        return True
-    reach, _ = view.bfs(roots)
-    saved = [e for o in reach if o.startswith("op") for e in saved_entries(view.o(o))]
-    if any(saved_is_freed(e) for e in saved):
-        return True
-    return None
-
-
 def _explain_live(
-    tensor, root, *, names, optimizer, frame: FrameType | None, no_frame_roots: bool = False, precision: int = PRECISION
+    tensor, root, *, names, optimizer, frame: FrameType | None, no_frame_roots: bool = False, precision: int = PRECISION,
+    unrecorded: str | None = None,
 ) -> Explanation:
     candidates = frame_candidates(frame) if frame is not None else []
     try:
@@ -162,7 +148,7 @@ def _explain_live(
             )
         guessed = False
         if not roots:
-            held = grad_already_there(tensor, candidates, names, precision)
+            held = grad_already_there(tensor, candidates, names, precision, unrecorded=unrecorded)
             if held is not None:
                 return held
         if not roots and not no_frame_roots:
@@ -172,7 +158,7 @@ def _explain_live(
             # the answer astray (and blame a cut that is not there).
             roots = [t for t in outs if reaches([t.grad_fn], tensor)][:1]
             guessed = bool(roots)
-        hints: dict[str, Any] = {"guessed_root": guessed}
+        hints: dict[str, Any] = {"guessed_root": guessed, "unrecorded": unrecorded}
         extra: list[torch.Tensor] = []
         reach = bool(roots) and reaches([r.grad_fn for r in roots], tensor)
         if roots and not reach and tensor.requires_grad:
@@ -211,7 +197,7 @@ def _explain_live(
         view = PathView(g)
         root_ids = [r.id for r in g.roots]
         tid = find_live(g, tensor)
-        ran = _backward_ran_recorded(g, view, root_ids, None) if roots else None
+        ran = backward_ran(view, root_ids, None) if roots else None
         hints["grad"] = target_grad is not None
         del target_grad
         return analyse(view, tid, root_ids, live=tensor, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
@@ -255,6 +241,8 @@ def analyse(
     edges: list[tuple[str, str]] = []
     if hints.get("guessed_root") and root_name:
         sentences.append(f"(No root was given; graphlens used {root_name}, found among your variables.)")
+    if hints.get("unrecorded"):  # the given trace or graph never saw the tensor: only live facts follow
+        sentences.append(unrecorded_sentence(hints["unrecorded"], who))
 
     # Which part of the root's graph reaches the tensor?
     reach_parents, reach_path = view.bfs(roots, tid) if roots and tid is not None else ({}, [])
@@ -364,8 +352,11 @@ def analyse(
     elif not roots:
         reasons.append("no_root")
         sentences.append(
-            f"graphlens cannot tell whether {who} will get a gradient: no root was given and none among your "
-            f"variables reaches it."
+            f"graphlens cannot tell whether {who} will get a gradient: " + (
+                f"the {hints['unrecorded']} given did not record it, and holds no live root to check whether one "
+                f"reaches it." if hints.get("unrecorded") else
+                "no root was given and none among your variables reaches it."
+            )
         )
         fix = f"Pass the loss: graphlens.explain({name}, loss)."
         path = [tid] if tid else []
@@ -386,7 +377,15 @@ def analyse(
         found_cut = Cut("rebound_leaf", None, tid, name, ln, code, sentences[-2], tuple(path))
     elif not reachable:
         reasons.append("not_reachable")
-        sentences.append(f"{grad_of} {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
+        if has_grad:  # a live fact: the gradient is there, from another backward or an assignment
+            shown = grad_text(node, precision) if node is not None else None
+            sentences.append(
+                f"{grad_of} is set{f' ({shown})' if shown else ''}, but not by {root_name}: {root_name} does not depend "
+                f"on {who} through any gradient-carrying path, so {backward} adds nothing to it. Its value comes from "
+                f"elsewhere (a backward from another output, or an assignment to .grad)."
+            )
+        else:
+            sentences.append(f"{grad_of} {will} because {root_name} does not depend on {who} through any gradient-carrying path.")
         cut = traced_cut_between(view, tid, roots) if tid is not None and g.source == "trace" else None
         if cut is None and not hints.get("detached"):  # (a detached copy in memory is evidence; code is a lead)
             cut = hints.get("code_cut")
@@ -429,7 +428,7 @@ def analyse(
             sinks = [n.id for n in g.tensors if n.name in hints["sinks"]]
             _, spath = view.bfs(sinks[:1], tid) if sinks and tid else ({}, [])
             path, edges = spath[::-1], view.highlight_edges(spath)
-        if len(reasons) == 1 and not root_cut:
+        if len(reasons) == 1 and not root_cut and not hints.get("unrecorded"):
             sentences.append(
                 "No path in the recorded graph connects them (a snapshot sees only the backward graph): run the code "
                 "under graphlens.trace() to see where the path stops."
@@ -459,41 +458,9 @@ def analyse(
         copy_leaf = leaves[0] if len(leaves) == 1 and view.t(leaves[0]).name is None and view.t(leaves[0]).requires_grad else None
         if copy_leaf is not None:
             reasons += ["is_a_copy", "nonleaf_not_retained"]
-            _, cpath = view.bfs([tid], copy_leaf)
-            cpath = view.with_acc(cpath)
-            kind = " -> ".join(view.o(p).label for p in cpath if p.startswith("op") and not view.o(p).is_accumulate_grad)
-            is_to = any(p.startswith("op") and (view.o(p).name or "").startswith("ToCopyBackward") for p in cpath)
-            how = "a copy made by .to(), .double(), .float() or .cuda()" if is_to else f"the output of {kind or 'an operation'}"
-            sentences.append(
-                f"{grad_of} {stays} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
-                f"you have no variable for (the leaf made by requires_grad=True was never stored)."
-            )
-            sentences.append(
-                f"PyTorch puts the gradient on that unnamed leaf ({copy_leaf}) and discards the one passing through {who}."
-            )
-            path, edges = cpath, view.highlight_edges(cpath)
-            shape = ", ".join(map(str, node.shape)) if node is not None and node.shape else "3"
-            example = (
-                f"{name} = torch.randn({shape}, dtype=torch.{node.dtype if node is not None else 'float64'}, "
-                f"requires_grad=True), or {name} = x.to(device).requires_grad_()"
-                if is_to else f"{name} = (torch.randn({shape}) * scale).requires_grad_()"
-            )
-            fix = (
-                f"Make {name} itself the leaf: do the arithmetic or conversion first and ask for the gradient last, "
-                f"e.g. {example}; or call {name}.retain_grad() before backward."
-            )
-            if "." in name and live is not None and not is_param:
-                # A module attribute holding the copy of a parameter (self.w = self.w.double()).
-                owner, _, attr = name.rpartition(".")
-                sentences.append(
-                    f"{name} is not a registered parameter of {owner}: it is a plain tensor attribute, so "
-                    f"{owner}.parameters() and an optimizer built from it do not see it."
-                )
-                fix = (
-                    f"Convert the module, not the tensor ({owner}.double() or {owner}.to(device) keeps its parameters "
-                    f"registered), or register the converted tensor as a parameter: {owner}.{attr} = "
-                    f"nn.Parameter({name}.detach().double())."
-                )
+            more, path, edges, fix = copy_answer(view, tid, node, copy_leaf, name=name, who=who, grad_of=grad_of,
+                                                 stays=stays, attribute=live is not None and not is_param)
+            sentences += more
         else:
             reasons.append("nonleaf_not_retained")
             op = view.o(node.op).label if node is not None and node.op else "an operation"
@@ -606,6 +573,13 @@ def analyse(
         sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")
     if not reasons:  # pragma: no cover - every branch above adds one
         reasons.append("grad_ok")
+    if has_grad and reasons[0] == "not_reachable":
+        reasons.insert(1, "grad_set_elsewhere")  # (the gradient is there: this root gave none of it)
+    if hints.get("unrecorded"):
+        reasons.append("not_recorded")
+        if "not_reachable" in reasons and root_name:
+            fix = (f"Ask with the trace or the loss that {name} belongs to (explain({name}, loss)): "
+                   f"{root_name} of the {hints['unrecorded']} given does not use it.")
     return Explanation(
         reasons,
         sentences,

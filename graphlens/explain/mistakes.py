@@ -8,7 +8,8 @@ import re
 
 
 from .context import Context, line_op
-from .live import reaches
+from .cuts import _strip_comment, rebind_fix, rebinding
+from .live import find_live, reaches
 from .types import Explanation
 
 __all__ = ["PATTERNS", "HANDLERS"]
@@ -29,6 +30,7 @@ PATTERNS: list[tuple[str, tuple[type, ...], re.Pattern]] = [
         (TypeError,),
         re.compile(r"unsupported operand type\(s\) for [^:]+: (?:'\w+' and 'NoneType'|'NoneType' and '\w+')|'NoneType' object is not subscriptable"),
     ),
+    ("grad_is_none", (AttributeError,), re.compile(r"'NoneType' object has no attribute '\w+'")),  # p.grad.zero_()
     (
         "parameter_assignment",
         (TypeError,),
@@ -181,14 +183,18 @@ def _float_backward(message, match, g, trace, ctx: Context) -> Explanation:
 def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
     # The variables of the failing line whose .grad is None (``p.data -= lr * p.grad``).
     found = [(n, t) for n, t in ctx.in_line(lambda t: (t.is_leaf or t.retains_grad) and t.grad is None)
-             if re.search(rf"(?<![\w.]){re.escape(n)}\.grad\b", ctx.line or "")]
+             if _reads_grad(ctx, n)]
     if not found:
+        # A non-leaf's .grad (never read here: reading it warns) is None by PyTorch's rule.
+        nonleaf = [(n, t) for n, t in ctx.in_line(lambda t: t.grad_fn is not None and not t.retains_grad)
+                   if _reads_grad(ctx, n)]
+        if nonleaf:
+            return _nonleaf_grad(message, g, ctx, *nonleaf[0])
         return Explanation(
             ["unknown_error"],
-            ["graphlens does not recognise this error: a value is None where a number or tensor was expected."
-             + _line_note(ctx)],
+            [f"graphlens does not recognise this {type(ctx.exc).__name__ if ctx.exc is not None else 'error'} as an "
+             f"autograd error: a value is None where a number or tensor was expected." + _line_note(ctx)],
             graph=g, message=message,
-            fix="If the line uses p.grad, check which parameters get a gradient: graphlens.explain(p, loss).",
         )
     local, p = found[0]
     # The parameter's own name (model.pitch.weight) rather than the loop variable (param).
@@ -214,6 +220,102 @@ def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
         fix = f"Guard the code (if {local}.grad is not None: ...), and check with graphlens.explain({name}, loss) why it gets none."
     return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
                        lineno=ctx.lineno, fix=fix)
+
+
+def _reads_grad(ctx: Context, name: str) -> bool:
+    """Whether the failing line reads ``name.grad``."""
+    return bool(re.search(rf"(?<![\w.]){re.escape(name)}\.grad\b", ctx.line or ""))
+
+
+#: The backward node each arithmetic of an update's value makes (``w - lr * w.grad``: SubBackward0).
+_UPDATE_OPS = {ast.Sub: "Sub", ast.Add: "Add", ast.Mult: "Mul", ast.Div: "Div"}
+
+
+def _update_op(code: str | None) -> str | None:
+    """The backward node name's stem of the operation an assignment's value ends with:
+    ``"Sub"`` for ``w = w - lr * w.grad`` or ``w = w.sub(lr * w.grad)``, else None."""
+    try:
+        node = ast.parse((code or "").strip()).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return None
+    value = node.value if isinstance(node, ast.Assign) else None
+    if isinstance(value, ast.BinOp):
+        return _UPDATE_OPS.get(type(value.op))
+    if isinstance(value, ast.Call):
+        func = value.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        return called.capitalize() if called in ("sub", "add", "mul", "div") else None
+    return None
+
+
+def _update_made_it(ctx: Context, name: str, ln: int, stem: str) -> bool:
+    """Whether the update at line ``ln`` can be what made the current value of ``name``: it
+    ran before the failing line (earlier in the code, or in an earlier iteration of a loop
+    around both), and, for a loop, the value ``name`` had before the loop was not made by
+    the same operation (``w = torch.randn(3, requires_grad=True) - 1`` would fit as well)."""
+    if ln < (ctx.lineno or 0):
+        return True
+    tree, lines = _source_tree(ctx)
+    if tree is None:
+        return False
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
+             and n.lineno <= min(ln, ctx.lineno or ln) and max(ln, ctx.lineno or ln) <= (n.end_lineno or 0)]
+    if not loops:
+        return False
+    loop = max(loops, key=lambda n: n.lineno)
+    before = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.lineno < loop.lineno
+              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    if not before:
+        return True
+    start = max(before, key=lambda n: n.lineno)
+    return _update_op(ast.get_source_segment("".join(lines), start)) != stem
+
+
+def _nonleaf_grad(message, g, ctx: Context, name: str, t) -> Explanation:
+    """``name.grad`` read on a non-leaf ``t``: PyTorch keeps none there.  When the code
+    rebinds ``name`` by a hand-written update (``w = w - lr * w.grad``) and ``t`` is that
+    update's result (its grad_fn is the update's operation), the update is named: it turned
+    the leaf ``name`` into a new non-leaf tensor."""
+    made = type(t.grad_fn).__name__
+    if _update_op(ctx.line) and re.match(rf"\s*{re.escape(name)}\s*=(?!=)", ctx.line):
+        found = (ctx.lineno, _strip_comment(ctx.line).strip(), False)  # the failing line is the update (its earlier run made t)
+    else:
+        found = rebinding(ctx.frame, name, before=ctx.lineno)
+    stem = _update_op(found[1]) if found is not None and not found[2] else None
+    tid = find_live(g, t) if g is not None else None
+    if stem is None or not made.startswith(stem) or not _update_made_it(ctx, name, found[0], stem):
+        return Explanation(
+            ["grad_is_none", "nonleaf_not_retained"],
+            [f"{name}.grad is None, so the hand-written code on this line fails: {name} is not a leaf (it was computed "
+             f"by {made}) and did not call retain_grad(), and PyTorch keeps .grad only on leaves." + _line_note(ctx)],
+            tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message, op=made,
+            line=ctx.line or None, lineno=ctx.lineno,
+            fix=f"Read the .grad of the leaf {name} is computed from, or make {name} itself a leaf (do the arithmetic "
+            f"first, then {name} = {name}.detach().requires_grad_()), or call {name}.retain_grad() before backward.",
+        )
+    ln, code, _ = found
+    # The leaf the update started from: the first input of the update's node (w of w - ...).
+    old = next((fn.variable for fn, _ in t.grad_fn.next_functions
+                if fn is not None and type(fn).__name__ == "AccumulateGrad"), None)
+    held = next((n for n, c in ctx.candidates if old is not None and c is old), None)
+    if ln == ctx.lineno:
+        first = (f"{name}.grad is None on this line ({code}) because {name} is no longer the leaf it was: this same "
+                 f"line, run in an earlier iteration of the loop, rebound {name} to its result")
+    else:
+        first = (f"{name}.grad is None here because {name} is no longer the leaf it was: line {ln} ({code}) rebound "
+                 f"{name} to its result")
+    sentences = [
+        f"{first}, a new tensor made by {made} from the old {name}, which is not a leaf."
+        + ("" if ln == ctx.lineno else _line_note(ctx)),
+        f"PyTorch keeps .grad only on leaves, so that new tensor's .grad stays None; backward puts the gradient on the "
+        f"old leaf, which " + (f"{held} still holds." if held else "no variable names any more."),
+    ]
+    old_id = find_live(g, old) if g is not None and old is not None else None
+    path = [p for p in (tid, old_id) if p]
+    return Explanation(
+        ["grad_is_none", "rebound_leaf", "nonleaf_not_retained"], sentences, tensor_name=name, tensor_id=tid, graph=g,
+        path=path, message=message, op=made, line=code, lineno=ln, cause=tid, fix=rebind_fix(name),
+    )
 
 
 def _parameter_assignment(message, match, g, trace, ctx: Context) -> Explanation:

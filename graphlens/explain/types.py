@@ -26,11 +26,15 @@ GRAD_REASONS: dict[str, str] = {
     "made_by_detach": "the tensor came from detach() (or .data): a new leaf that does not require grad",
     "integer_dtype": "the tensor has an integer or bool dtype, which can never require grad",
     "not_reachable": "the root's backward graph never reaches the tensor",
+    "grad_set_elsewhere": "the root does not reach the tensor, yet its .grad is set: that gradient came from a backward "
+    "of another output (or an assignment to .grad), and this root's backward adds nothing to it",
     "cut_by_detach": "a detach() between the tensor and the root cuts the gradient path",
     "cut_by_no_grad": "an operation run inside torch.no_grad() between the tensor and the root cuts the path",
     "feeds_other_root": "the tensor only feeds another output (another loss or branch), not this root",
     "not_in_optimizer": "the given optimizer does not hold the tensor, so its step() never updates it",
     "no_root": "no root was given or found, so reachability could not be checked",
+    "not_recorded": "the trace or graph given never recorded the tensor (made outside the trace's block, or in another "
+    "trace): the answer says only what the live tensor shows",
     "cut_by_integer_op": "an operation with an integer or bool result (argmax, a comparison, .long(), round to int) "
     "stands between the tensor and the root: no gradient passes an integer",
     "cut_by_python_value": "the value left the graph as a Python or NumPy number (.item(), .tolist(), .numpy()) and "
@@ -152,6 +156,14 @@ class Explanation:
         self.line = line
         self.lineno = lineno
         self.cause = cause
+
+    # pickle (every protocol) and copy: the fields; the graph copies as a plain record (see Graph)
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k in self.__slots__:
+            setattr(self, k, state.get(k))
 
     @property
     def reason(self) -> str:

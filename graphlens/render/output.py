@@ -14,6 +14,7 @@ from .draw import check_graph, to_dot
 
 __all__ = [
     "render",
+    "check_target",
     "svg",
     "repr_mimebundle",
     "layout",
@@ -130,8 +131,7 @@ def render(
     if not os.fspath(path):
         raise ValueError("path is empty: pass a file path like 'graph.svg'")
     out = Path(path)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist (create it first)")
+    check_target(out)
     if format is None:
         suffix = out.suffix.lower().lstrip(".")
         if suffix not in FORMATS:
@@ -156,11 +156,38 @@ def render_source(source: str, path: str | os.PathLike, *, format: str | None = 
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ValueError("path is empty: pass a file path like 'graph.svg'")
     out = Path(path)
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {str(out)!r}: the folder {str(out.parent)!r} does not exist (create it first)")
+    check_target(out)
     fmt = _check_format(format or out.suffix)
     out.write_bytes(source.encode("utf-8") if fmt in ("dot", "gv") else layout(source, fmt, engine_binary=engine_binary))
     return out
+
+
+def check_target(out: Path) -> None:
+    """Raise, saying what is true, when ``out`` cannot be written as a file: its parent (or
+    a folder above it) is a file, the folder does not exist, is not writable, or ``out`` is
+    itself a folder."""
+    parent = out.parent
+    if parent.is_dir():
+        if out.is_dir():
+            raise IsADirectoryError(f"cannot write {str(out)!r}: it is a folder, not a file: give a file path inside it, e.g. {str(out / 'graph.svg')!r}")
+        if not os.access(parent, os.W_OK):
+            raise PermissionError(
+                f"cannot write {str(out)!r}: the folder {str(parent)!r} exists but is not writable (no write permission "
+                f"for this user): write into another folder, or change its permissions"
+            )
+        return
+    above = parent
+    while not above.exists() and above != above.parent:  # the nearest part of the path that exists
+        above = above.parent
+    if above.exists() and not above.is_dir():
+        raise NotADirectoryError(
+            f"cannot write {str(out)!r}: {str(above)!r} is a file, not a folder, so nothing can be written inside it: "
+            f"give a path in a folder (e.g. {str(above.parent / out.name)!r})"
+        )
+    raise FileNotFoundError(
+        f"cannot write {str(out)!r}: the folder {str(parent)!r} does not exist: create it first "
+        f"(Path({str(parent)!r}).mkdir(parents=True)) or write into a folder that exists"
+    )
 
 
 def svg(graph: Graph, *, engine_binary: str | os.PathLike | None = None, **to_dot_options: Any) -> str:
