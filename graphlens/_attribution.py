@@ -9,26 +9,27 @@ from .names import CALLER_NAME, user_frame
 
 __all__ = ["as_user"]
 
-_CALLERS: dict[tuple[str, int, int], Callable] = {}
+_CALLERS: dict[tuple[str, int], Any] = {}
 
 
 def _caller_at(frame: FrameType) -> Callable:
     """A function whose frame stands at ``frame``'s file and line, in its globals: a
     warning torch raises from C++ (attributed to the innermost Python frame) then names
     the user's line and lands in the user's warning registry, exactly as without
-    graphlens.  Nothing global changes: no filter, no ``catch_warnings``."""
+    graphlens.  Nothing global changes: no filter, no ``catch_warnings``.  Only the
+    compiled one-liner is cached, never the user's globals (they would stay alive)."""
     code = frame.f_code
-    key = (code.co_filename, frame.f_lineno, id(frame.f_globals))
-    caller = _CALLERS.get(key)
-    if caller is None:
+    key = (code.co_filename, frame.f_lineno)
+    caller_code = _CALLERS.get(key)
+    if caller_code is None:
         source = "\n" * max(frame.f_lineno - 1, 0) + f"def {CALLER_NAME}(f, a, k): return f(*a, **k)\n"
         scratch: dict = {}
         exec(compile(source, code.co_filename, "exec", dont_inherit=True), scratch)  # noqa: S102 - a fixed one-liner
-        caller = FunctionType(scratch[CALLER_NAME].__code__, frame.f_globals, code.co_name)
+        caller_code = scratch[CALLER_NAME].__code__
         if len(_CALLERS) >= 1024:
             _CALLERS.clear()
-        _CALLERS[key] = caller
-    return caller
+        _CALLERS[key] = caller_code
+    return FunctionType(caller_code, frame.f_globals, code.co_name)
 
 
 def as_user(func: Callable, args: tuple, kwargs: dict) -> Any:

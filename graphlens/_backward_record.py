@@ -10,6 +10,7 @@ import torch
 
 from ._capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
 from ._facts import read_saved, same_data
+from ._guard import quiet
 from ._util import paused_gc, tensors_in
 
 __all__ = ["BackwardRecord"]
@@ -25,20 +26,20 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
     ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
     None, so the gradients are untouched, and it never raises into the user's backward."""
     try:
-        limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
-        arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
-        sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
-        k = len(rec.steps)
-        rec.steps.append((j, pass_nr, arrived, sent))
-        rec.order.append(j)
-        n = len(arrived)
-        for nr, i in targets:
-            if nr < n:
-                rec.flowed.append((i, pass_nr, arrived[nr]))
-        for i in watch:
-            t = rec.refs[i]()
-            if t is not None:
-                rec.writes.append((k, i, kept_grad(t, limit)))
+        with quiet():  # (the user's modes are on while backward runs: they must not see these reads)
+            limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
+            arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
+            sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
+            k = len(rec.steps)
+            rec.steps.append((j, pass_nr, arrived, sent)); rec.order.append(j)  # noqa: E702 - (kept in step)
+            n = len(arrived)
+            for nr, i in targets:
+                if nr < n:
+                    rec.flowed.append((i, pass_nr, arrived[nr]))
+            for i in watch:
+                t = rec.refs[i]()
+                if t is not None:
+                    rec.writes.append((k, i, kept_grad(t, limit)))
     except Exception:  # noqa: BLE001 - recording must never break the user's backward
         pass
     return None
@@ -61,7 +62,11 @@ def _head_once(heads: dict, g: Any, limit: int) -> Any:
 
 def _note_grad(rec: Any, i: int, grad: Any) -> None:
     """A tensor hook's body: what ``torch.autograd.grad`` hands leaf record ``i``."""
-    rec.flowed.append((i, rec.passes, grad_head(grad, rec.max_elements)))
+    try:
+        with quiet():
+            rec.flowed.append((i, rec.passes, grad_head(grad, rec.max_elements)))
+    except Exception:  # noqa: BLE001 - recording must never break the user's backward
+        pass
     return None
 
 
@@ -75,9 +80,8 @@ class BackwardRecord:
         not walked into.  Given ``handles``, put a pre-hook on every node visited, which
         notes when the node runs and the gradient flowing into each of its recorded
         outputs, and append the hooks' handles (remove them when backward is done, also on
-        an error).  Returns the op records visited."""
+        an error, also when this walk is cut short).  Returns the op records visited."""
         hook = handles is not None
-        added: list = []
         visited: set = set()
         seen: set = set()
         stack = [fn for fn in fns if fn is not None]
@@ -106,7 +110,7 @@ class BackwardRecord:
                         watch = (var,) if var is not None else self._retained(orec[_OUTS].values())
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
-                        added.append(fn.register_hook(partial(_step, self, j, targets, watch)))
+                        handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
                     if var is not None:
                         expanded.add(j)
                         continue
@@ -133,14 +137,8 @@ class BackwardRecord:
                             if child not in seen:
                                 stack.append(child)
                     onext[j] = tuple(links)
-        except BaseException:
-            for h in added:
-                h.remove()
-            raise
         finally:
             fn = child = None
-        if hook:
-            handles.extend(added)
         return visited
 
     def _retained(self, records) -> tuple:
@@ -174,26 +172,23 @@ class BackwardRecord:
                 if i not in self.roots:
                     self.roots.append(i)
         self.sent_heads.clear()
-        self.pass_starts.append(len(self.order))
-        self.pass_kept.append(kept)
-        self.pass_done.append(False)
+        self.pass_starts.append(len(self.order)); self.pass_kept.append(kept); self.pass_done.append(False)  # noqa: E702
 
     def end_pass(self, *, done: bool) -> None:
+        """End the pass :meth:`begin_pass` began (nothing when none is open)."""
         self.sent_heads.clear()
-        self.pass_done[self.passes] = done
-        self.passes += 1
+        if len(self.pass_done) > self.passes:
+            self.pass_done[self.passes] = done; self.passes += 1  # noqa: E702 - (one line: both or neither)
 
-    def hook_grad_inputs(self, inputs: Any) -> list:
+    def hook_grad_inputs(self, inputs: Any, handles: list) -> None:
         """torch.autograd.grad hands leaf inputs their gradient without running their
-        AccumulateGrad node, so a tensor hook records what flows into each of them."""
-        found = tensors_in(inputs, [])
-        handles = []
-        for t in found:
+        AccumulateGrad node, so a tensor hook records what flows into each of them (the
+        hooks' handles are appended to ``handles``, for the caller to remove)."""
+        for t in tensors_in(inputs, []):
             i = self.index_of(t)
             if i is None or not t.is_leaf or not t.requires_grad:
                 continue
             handles.append(t.register_hook(partial(_note_grad, self, i)))
-        return handles
 
     def released(self) -> set[int]:
         """The ops that ran in a backward pass that finished without ``retain_graph``:

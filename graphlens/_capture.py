@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import FunctionType
 from typing import Any, Callable
 
 import torch
@@ -47,7 +48,9 @@ def func_name(func: Callable) -> str:
     if name in ("__get__", "__set__"):
         owner = getattr(getattr(func, "__self__", None), "__name__", "")
         name = owner if name == "__get__" and owner in _TENSOR_PROPERTIES else (f"{owner}.{name}" if owner else name)
-    if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor):
+    if len(_FUNC_NAMES) < 4096 and not isinstance(getattr(func, "__self__", None), _Tensor) and not (
+        type(func) is FunctionType and not func.__module__.startswith("torch")  # never keep a user's function alive
+    ):
         try:
             _FUNC_NAMES[func] = name  # torch functions and Tensor methods: a small fixed set
         except TypeError:
@@ -96,8 +99,11 @@ def head(t: _Tensor, shape: Any, limit: int) -> Any:
     """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere)."""
     if not limit or not t.is_cpu:
         return None  # (on accelerators reading would wait for the device)
-    if len(shape) == 1 and 0 < shape[0] <= limit and t.layout is _STRIDED and not t.is_nested:
-        return (shape, t.dtype, shape[0], tuple(t.tolist()))
+    if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
+        try:
+            return (shape, t.dtype, shape[0], tuple(t.tolist()))
+        except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
+            pass
     return read_head(t, limit)
 
 
@@ -107,7 +113,7 @@ def grad_head(g: Any, limit: int) -> Any:
         return None
     try:
         shape = g.shape
-        if len(shape) == 1 and 0 < shape[0] <= limit and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
+        if len(shape) == 1 and 0 < shape[0] <= limit and type(g) is _Tensor and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
             return (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))
     except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
         pass

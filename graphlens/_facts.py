@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Callable
 
 import torch
 
+from ._guard import unreadable_why
 from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
 
 __all__ = [
@@ -36,7 +38,7 @@ _NUMPY_DTYPES = frozenset({
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
 })
 _FLOATING = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
-_COMPLEX = {torch.complex64, torch.complex128}
+_COMPLEX = {torch.complex32, torch.complex64, torch.complex128}
 
 #: Tensors up to this many elements get min, max and mean read by a torch reduction
 #: when they are summarised (larger ones only when every element is in the head).
@@ -65,7 +67,7 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
     except Exception:  # noqa: BLE001 - a summary must never break the caller
         return ((), "unknown", 0, None)
     try:
-        if t.layout != _STRIDED or t.is_meta or t.is_quantized or t.is_nested:
+        if t.layout != _STRIDED or t.is_meta or t.is_quantized or t.is_nested or unreadable_why(t) is not None:
             return (shape, dtype, numel_of(shape), None)
         n = t.numel()
         if not shape:
@@ -210,8 +212,11 @@ def tensor_node(
     )
 
 
+#: The saved attributes of torch's own backward classes (``MulBackward0``: a fixed set, made in C++).
 _SAVED_NAMES: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
-_SAVED_NAMES_LIMIT = 2048  # bounded: a program may define a new autograd.Function per step
+#: The same for classes made at run time (one per ``autograd.Function``, which a program may
+#: define afresh each step): weakly keyed, so the cache never keeps a class alive.
+_RUNTIME_SAVED_NAMES: "weakref.WeakKeyDictionary[type, tuple]" = weakref.WeakKeyDictionary()
 _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
 
 
@@ -229,7 +234,7 @@ def tensor_summary(value: torch.Tensor) -> Summary:
     except RuntimeError:
         shape = shape_of(value)
     head = None
-    if shape == () and not value.is_complex():  # a wrapped number (w * 3 saves 3): worth its one read
+    if shape == () and not value.is_complex() and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3): worth its one read
         try:
             head = (value.item(),)
         except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
@@ -250,16 +255,26 @@ def _saved_names(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
     of ``fn``'s class; the raw one (``_raw_saved_*``) hands back the saved slot itself."""
     cls = type(fn)
     names = _SAVED_NAMES.get(cls)
-    if names is None:
-        attrs = set(dir(fn))
-        names = tuple(
-            (a, a.removeprefix("_saved_"), "_raw" + a if "_raw" + a in attrs else None)
-            for a in sorted(attrs)
-            if a.startswith("_saved_")
-        )
-        if len(_SAVED_NAMES) >= _SAVED_NAMES_LIMIT:
-            _SAVED_NAMES.clear()  # never keep every class of a long program alive
+    if names is not None:
+        return names
+    builtin = cls.__module__ == "builtins"
+    if not builtin:
+        try:
+            names = _RUNTIME_SAVED_NAMES.get(cls)
+        except TypeError:  # a class that takes no weak reference: not cached
+            builtin = None
+        if names is not None:
+            return names
+    attrs = set(dir(fn))
+    names = tuple(
+        (a, a.removeprefix("_saved_"), "_raw" + a if "_raw" + a in attrs else None)
+        for a in sorted(attrs)
+        if a.startswith("_saved_")
+    )
+    if builtin:
         _SAVED_NAMES[cls] = names
+    elif builtin is not None:
+        _RUNTIME_SAVED_NAMES[cls] = names
     return names
 
 

@@ -15,6 +15,7 @@ from ._capture import (
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from ._facts import _NUMBERS, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
+from ._guard import unreadable_why
 from ._safety import KEEP_MIN_NODES, keep_children
 from ._util import tensors_in
 from .names import frame_candidates, source_line, user_frame
@@ -272,7 +273,7 @@ class Recorder(BackwardRecord):
                     shape = tuple(value.shape)
                 except RuntimeError:  # a strided nested tensor
                     shape = shape_of(value)
-                if i < 0 and shape == () and not value.is_complex():  # a wrapped number (w * 3 saves 3)
+                if i < 0 and shape == () and not value.is_complex() and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
                     try:
                         rows.append((short, i, shape, value.dtype, value.item()))
                     except Exception:  # noqa: BLE001 - meta or fake data holds no number

@@ -19,11 +19,18 @@ def paused_gc() -> Iterator[None]:
 
     torch alone holds ~200k tracked objects, so a collection triggered by graphlens's own
     allocations would cost more than the work itself.  The previous state is restored,
-    also on an exception; a collector the user disabled stays disabled."""
+    also on an exception; a collector the user disabled stays disabled.  An interrupt
+    (``KeyboardInterrupt``) arriving at any line here, even while the collector is being
+    switched back on, still leaves it as it was: the restore is written twice, the second
+    in an outer ``finally`` that runs when the first was cut short."""
     was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        yield
+        try:
+            gc.disable()
+            yield
+        finally:
+            if was_enabled:
+                gc.enable()
     finally:
         if was_enabled:
             gc.enable()

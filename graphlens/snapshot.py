@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import torch
 
 from ._checks import check_count, check_optional_flag
+from ._guard import quiet
 from ._facts import MAX_ELEMENTS, check_roots, same_data, saved_attributes, tensor_node
 from ._safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
@@ -51,9 +52,10 @@ def snapshot(
     check_count("max_elements", max_elements)
     book = NameBook()
     try:
-        book.add_explicit(names)
-        book.add_module(module)
-        book.add_frame(user_frame(1))
+        with quiet():  # (naming reads grad_fn and output_nr: a user's mode or subclass must not see it)
+            book.add_explicit(names)
+            book.add_module(module)
+            book.add_frame(user_frame(1))
         return _walk(pairs, book, saved=saved, max_elements=max_elements)
     finally:
         book.close()
@@ -78,7 +80,7 @@ SAVED_AUTO_LIMIT = 5_000
 def _walk(pairs: list, book: NameBook, *, saved: bool | None, max_elements: int) -> Graph:
     # The walk makes many small objects (torch alone holds ~200k tracked ones); reading
     # values must not be recorded by an enclosing trace (or a user's TorchFunctionMode).
-    with paused_gc(), torch._C.DisableTorchFunction():
+    with paused_gc(), quiet():
         return _walk_paused(pairs, book, saved=saved, max_elements=max_elements)
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from threading import get_ident
-from typing import Any, Callable, Mapping
+import inspect
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import FunctionType
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -11,8 +15,9 @@ from torch.overrides import TorchFunctionMode
 from ._attribution import as_user
 from ._checks import check_count, check_flag
 from ._facts import MAX_ELEMENTS
+from ._guard import quiet, transform_active
 from ._freeze import freeze
-from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
+from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, EXITS, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
 from ._util import paused_gc, tensors_in
 from .graph import Graph
 from .names import user_frame
@@ -36,10 +41,20 @@ _BACKWARDS = {_Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
 _PASS_THROUGH = {"__get__", "__set__", "__repr__", "__format__", "__str__"}
 _compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
+_stack_len = torch._C._len_torch_function_stack
+_stack_at = torch._C._get_function_stack_at
+_stack_pop = torch._C._pop_torch_function_stack
+_stack_push = torch._C._push_on_torch_function_stack
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
-# How the mode treats each function torch hands it, decided once per function.
-_BACKWARD, _AS_USER = 2, 3
-_KINDS: dict[Any, int] = {}
+# How the mode treats each function torch hands it, decided once per function.  _PASS:
+# a function that hands back no tensor (a flag, a size, None) and is not a value leaving
+# the graph (.item()): called and returned at once, with no line of graphlens after it,
+# so an interrupt cannot land between, e.g., torch switching grad mode off inside
+# ``no_grad().__enter__`` and the block that switches it back on.
+_BACKWARD, _AS_USER, _PASS = 2, 3, 4
+_KINDS: dict[Any, int] = {torch._C._set_grad_enabled: _PASS}
+_PLAIN_RESULTS = frozenset({type(None), bool, int, float, str, torch.Size, torch.dtype, torch.device})
 
 
 def _kind(func: Any) -> int:
@@ -54,36 +69,123 @@ def _kind(func: Any) -> int:
         kind = _AS_USER
     else:
         kind = PLAIN
-    if len(_KINDS) < 8192:
-        _KINDS[func] = kind
+    if len(_KINDS) < 8192 and not (type(func) is FunctionType and not func.__module__.startswith("torch")):
+        _KINDS[func] = kind  # (torch's functions only: a cache must not keep a user's function alive)
     return kind
 
 
+#: The traces open in this context (a task, a thread, a ``contextvars.Context``), innermost last.
+_OPEN: ContextVar[tuple] = ContextVar("graphlens_open_traces", default=())
+#: Per thread: the one mode graphlens puts on torch's stack while traces of the thread are open.
+_threads = threading.local()
+
+
 class _Mode(TorchFunctionMode):
-    def __init__(self, owner: "Trace") -> None:
+    """The mode graphlens keeps on a thread's ``TorchFunctionMode`` stack while any trace of
+    that thread is open.  Each call is recorded by the traces open in the calling context
+    (asyncio task, thread, ``contextvars`` context) whose block is running now (not a
+    suspended generator or coroutine); for everyone else it is a plain pass-through.
+    graphlens's own reads run under :func:`graphlens._guard.quiet`, so a user's mode or
+    subclass sees exactly the program's calls."""
+
+    def __init__(self) -> None:
         super().__init__()
-        self.record = owner._rec.record
-        self.run_backward = owner._run_backward
+        self.traces: set = set()  # the open traces that use this mode
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
         if _compiling():
-            # torch.compile is tracing a compiled function: it sees a plain call, so the
-            # compiled code computes exactly what it computes without graphlens; its
-            # result enters the trace as one opaque input, like a tensor made outside.
+            return func(*args, **kwargs)  # (checked first: torch.compile traces this very method)
+        live = _live_here(self)
+        if not live or transform_active():
+            # torch.compile tracing a compiled function, or a torch.func transform, sees a
+            # plain call: the code computes exactly what it computes without graphlens, and
+            # its result enters the trace as one opaque input, like a tensor made outside.
             return func(*args, **kwargs)
         try:
             kind = _KINDS[func]
         except (KeyError, TypeError):
             kind = _kind(func) if getattr(func, "__hash__", None) is not None else PLAIN
         if kind > DETACH:
+            if kind == _PASS:
+                return func(*args, **kwargs)
             if kind == _BACKWARD:
-                return self.run_backward(func, args, kwargs)
+                return _run_backward(live, func, args, kwargs)
             return as_user(func, args, kwargs)
         out = func(*args, **kwargs)
-        self.record(func, kind, args, kwargs, out)
+        _record(live, func, kind, args, kwargs, out)
         return out
+
+
+def _live_here(mode: _Mode) -> tuple:
+    """The traces that record a call made now: open in this context, on this thread's
+    ``mode``, recording, and with their block running (a trace opened inside a generator
+    or coroutine does not record what runs while that frame is suspended)."""
+    traces = _OPEN.get()
+    if not traces:
+        return ()
+    if len(traces) == 1:
+        t = traces[0]
+        if t._mode is mode and t._recording and (t._suspendable is None or t._suspendable.f_back is not None):
+            return traces
+        return ()
+    return tuple(
+        t for t in traces
+        if t._mode is mode and t._recording and (t._suspendable is None or t._suspendable.f_back is not None)
+    )
+
+
+def _record(live: tuple, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
+    """Record one call in every live trace, unseen by the user's modes and subclasses.
+    A failure inside graphlens never reaches the user's program: the trace stops recording
+    and says why when its graph is asked for; an interrupt stops it too, and propagates."""
+    try:
+        with quiet():
+            for t in live:
+                t._rec.record(func, kind, args, kwargs, out)
+            if type(out) in _PLAIN_RESULTS and func in _KINDS and func_name(func) not in EXITS:
+                _KINDS[func] = _PASS  # (seen once: nothing to record in what it hands back)
+    except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+        for t in live:
+            t._fail(exc)
+    except BaseException as exc:
+        for t in live:
+            t._fail(exc)
+        raise
+
+
+def _exit_nothing(exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool:
+    return False
+
+
+def _on_stack(mode: _Mode) -> bool:
+    return any(_stack_at(i) is mode for i in range(_stack_len()))
+
+
+def _restore(above: list) -> None:
+    while above:
+        _stack_push(above[-1]); above.pop()  # noqa: E702 - one line: an interrupt comes before both or after both
+
+
+def _take_off_stack(mode: _Mode) -> None:
+    """Remove ``mode`` from this thread's TorchFunctionMode stack wherever it is, the modes
+    above it (a user's mode entered inside the trace) staying in their order.  Interrupted
+    at any line, the stack is left whole (with or without ``mode``)."""
+    if not _on_stack(mode):
+        return
+    above: list = []
+    try:
+        try:
+            while _stack_len():
+                above.append(_stack_pop())
+                if above[-1] is mode:
+                    above.pop()
+                    break
+        finally:
+            _restore(above)
+    finally:
+        _restore(above)
 
 
 class Trace:
@@ -94,6 +196,10 @@ class Trace:
     node.  The backward structure (``next`` edges, saved attributes) is read from the
     live nodes when backward runs inside the block and when the graph is taken, so a
     node that died unseen by either keeps only its forward edges.
+
+    A trace belongs to the context that opened it: another asyncio task, thread or
+    suspended generator running meanwhile is not recorded.  Traces nest (the outer one
+    records what the inner one does, never the inner one's own reads).
     """
 
     def __init__(
@@ -121,47 +227,102 @@ class Trace:
         self._rec = Recorder(grads=grads, saved=saved, max_elements=max_elements, first_seq=0)
         self._module_handles: list = []
         self._mode: _Mode | None = None
-        self._active = False
+        self._suspendable: Any = None  # the block's frame, when it is a generator's or coroutine's
+        self._thread = threading.get_ident()
+        self._session: Any = None
+        self._recording = False  # open and healthy: the mode records for it
+        self._active = False  # open (between enter and exit)
         self._exited = False
+        self._failure: BaseException | None = None
 
     # -- context manager --------------------------------------------------------------
+    # The ``with`` statement looks ``__exit__`` up before it calls ``__enter__``; the
+    # property hands it the exit of a generator-based session, so that leaving the block
+    # runs no line of graphlens before the generator's ``finally`` clauses, which undo
+    # everything (twice over: an interrupt cutting the first undo short runs the second).
+    @property
+    def __exit__(self) -> Callable[..., Any]:
+        session = self._session
+        if session is None:
+            if self._exited:
+                return _exit_nothing  # (left already: a second exit does nothing)
+            session = self._session = contextmanager(self._open_session)()
+        return session.__exit__
+
     def __enter__(self) -> "Trace":
         if self._active or self._exited:
             raise RuntimeError("a trace can be entered only once: use a new graphlens.trace() for each recording")
-        rec = self._rec
-        rec.frame = user_frame(1)
-        rec.code = None if rec.frame is None else rec.frame.f_code
-        rec.first_seq = sequence_now()
-        self._hook_modules()
-        try:
-            self._mode = _Mode(self)
-            self._mode.__enter__()
-        except BaseException:
-            self._unhook_modules()
-            self._mode = None
-            rec.frame = None
-            raise
-        self._active = True
-        return self
+        if self._session is None:
+            self._session = contextmanager(self._open_session)()
+        return self._session.__enter__()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        rec = self._rec
+    def _open_session(self) -> Iterator["Trace"]:
         try:
-            if self._mode is not None:
-                self._mode.__exit__(exc_type, exc, tb)
+            try:
+                self._open()
+                yield self
+            except BaseException as exc:
+                self._close()
+                self._on_exit(exc)
+                raise
+            finally:
+                self._close()
         finally:
+            self._close()
+
+    def _open(self) -> None:
+        rec = self._rec
+        rec.frame = frame = user_frame(1)
+        rec.code = None if frame is None else frame.f_code
+        if frame is not None and frame.f_code.co_flags & _SUSPENDABLE:
+            self._suspendable = frame
+        rec.first_seq = sequence_now()
+        self._thread = threading.get_ident()
+        self._active = True
+        self._hook_modules()
+        mode = getattr(_threads, "mode", None)
+        if mode is None:
+            mode = _threads.mode = _Mode()
+        self._mode = mode
+        mode.traces.add(self)
+        if not _on_stack(mode):
+            _stack_push(mode)
+        _OPEN.set(_OPEN.get() + (self,))
+        self._recording = True
+
+    def _close(self) -> None:
+        """Undo :meth:`_open`, whatever part of it ran: idempotent, and safe to run again
+        after an interrupt cut it short."""
+        self._recording = False
+        if self._active:
+            _OPEN.set(tuple(t for t in _OPEN.get() if t is not self))
+            mode = self._mode
+            if mode is not None:
+                mode.traces.discard(self)
+                if not mode.traces:
+                    _take_off_stack(mode)
             self._unhook_modules()
             self._active = False
-            self._mode = None
-            try:
+            self._exited = True
+            rec = self._rec
+            if rec.frame is not None and self._failure is None:
                 rec.last_lasti = -1
-                rec.scan_names()  # the block's variables as they stand at its end
-            finally:
-                rec.frame = None
-                self._exited = True
+                with quiet():
+                    rec.scan_names()  # the block's variables as they stand at its end
+        self._rec.frame = None
+        self._suspendable = None
+        if self._exited:
+            self._session = None  # (the session refers to the trace: no cycle left for the collector)
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop recording: graphlens failed (or was interrupted) while recording a call."""
+        self._recording = False
+        if self._failure is None:
+            self._failure = exc
+
+    def _on_exit(self, exc: BaseException | None) -> None:
         if self._explain_errors and isinstance(exc, (RuntimeError, TypeError, AttributeError)):
             self._add_explanation(exc)
-        return False
 
     def _add_explanation(self, exc: RuntimeError) -> None:
         """Attach graphlens's reading of an autograd error to the exception as a note
@@ -201,7 +362,14 @@ class Trace:
         was recorded of it.  Each call builds a new graph."""
         if not (self._active or self._exited):
             raise RuntimeError("nothing was traced yet: call graph() inside or after a 'with graphlens.trace() as tr:' block")
-        with torch._C.DisableTorchFunction():  # reading values must not record itself
+        failure = self._failure
+        if failure is not None:
+            raise RuntimeError(
+                f"graphlens stopped recording this trace when a call failed inside graphlens "
+                f"({type(failure).__name__}: {failure}); your program ran on unchanged, but the records "
+                f"are incomplete. Trace the program again; if it happens again, please report it."
+            ) from failure
+        with quiet():  # reading values must not record itself, nor show in a user's mode
             if self._active:
                 self._rec.last_lasti = -1
                 self._rec.scan_names()
@@ -215,7 +383,9 @@ class Trace:
 
         if not self._rec.grads:
             raise RuntimeError("this trace was made with grads=False, so it saw no backward step: use graphlens.trace()")
-        return build(self._rec, self.graph())
+        graph = self.graph()
+        with quiet():
+            return build(self._rec, graph)
 
     @property
     def backward_passes(self) -> int:
@@ -225,77 +395,94 @@ class Trace:
     # -- module scopes -----------------------------------------------------------------
     def _hook_modules(self) -> None:
         """Forward hooks on every submodule of ``module=`` keep a stack of the submodule
-        names that are running, so each op knows its scope (for collapsed diagrams)."""
+        names that are running, so each op knows its scope (for collapsed diagrams).  The
+        hooks sit on the shared model: another thread or task running it meanwhile does
+        not push its submodules onto this trace's stack."""
         if self._module is None:
             return
         scopes = self._rec.scopes
-        owner = get_ident()
-        try:
-            for qualname, sub in self._module.named_modules():
-                if not qualname:
-                    continue
+        handles = self._module_handles
+        for qualname, sub in self._module.named_modules():
+            if not qualname:
+                continue
 
-                # The hooks sit on the shared model: another thread running it must not
-                # push its submodules onto this trace's stack.
-                def pre(_mod, _args, name=qualname):
-                    if get_ident() == owner:
-                        scopes.append(name)
+            def pre(_mod, _args, name=qualname):
+                if self._recording and self in _OPEN.get() and threading.get_ident() == self._thread:
+                    scopes.append(name)
 
-                def post(_mod, _args, _out, name=qualname):
-                    if get_ident() == owner and scopes and scopes[-1] == name:
-                        scopes.pop()
+            def post(_mod, _args, _out, name=qualname):
+                if scopes and scopes[-1] == name and self in _OPEN.get() and threading.get_ident() == self._thread:
+                    scopes.pop()
 
-                self._module_handles.append(sub.register_forward_pre_hook(pre))
-                self._module_handles.append(sub.register_forward_hook(post, always_call=True))
-        except BaseException:
-            self._unhook_modules()
-            raise
+            handles.append(sub.register_forward_pre_hook(pre))
+            handles.append(sub.register_forward_hook(post, always_call=True))
 
     def _unhook_modules(self) -> None:
-        for handle in self._module_handles:
-            handle.remove()
-        self._module_handles.clear()
+        handles = self._module_handles
+        while handles:
+            handles[-1].remove(); handles.pop()  # noqa: E702 - one line: removing twice is harmless, losing one is not
         self._rec.scopes.clear()
 
-    # -- backward ------------------------------------------------------------------------
-    def _run_backward(self, func, args, kwargs):
-        roots: list = []
-        if func is _Tensor.backward:
-            roots = [args[0]] if args else [kwargs.get("self")]
-        else:
-            tensors_in(args[0] if args else kwargs.get("tensors", kwargs.get("outputs")), roots)
-        # Recording makes many small objects while backward runs; collecting them one
-        # generation at a time would cost more than the backward pass itself.
-        with paused_gc():
-            return self._run_backward_paused(func, args, kwargs, roots)
 
-    def _run_backward_paused(self, func, args, kwargs, roots: list):
-        rec = self._rec
-        handles: list = []
-        done = False
+# -- backward ----------------------------------------------------------------------------
+def _run_backward(traces: tuple, func, args, kwargs):
+    """Run the user's backward call once, recorded by every trace in ``traces``: each puts
+    its hooks on the graph's nodes first, and every hook is removed afterwards, also on an
+    error or an interrupt (the removal is written twice: the second, in an outer
+    ``finally``, runs when an interrupt cut the first short)."""
+    roots: list = []
+    if func is _Tensor.backward:
+        roots = [args[0]] if args else [kwargs.get("self")]
+    else:
+        tensors_in(args[0] if args else kwargs.get("tensors", kwargs.get("outputs")), roots)
+    if func is torch.autograd.grad:
+        keep = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
+        create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
+    else:
+        keep = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
+        create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
+    kept = bool(create if keep is None else keep)
+    handles: list = []
+    begun: list = []
+    done: list = []  # [True] once the user's call returned
+    # Recording makes many small objects while backward runs; collecting them one
+    # generation at a time would cost more than the backward pass itself.
+    with paused_gc():
         try:
-            if func is torch.autograd.grad:
-                keep = kwargs.get("retain_graph", args[3] if len(args) > 3 else None)
-                create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
-            else:
-                keep = kwargs.get("retain_graph", args[2] if len(args) > 2 else None)
-                create = kwargs.get("create_graph", args[3] if len(args) > 3 else False)
-            rec.begin_pass(roots, kept=bool(create if keep is None else keep))
-            rec.complete([grad_fn_of(t) for t in roots if isinstance(t, _Tensor)], handles=handles if rec.grads else None)
-            if rec.grads and func is torch.autograd.grad:
-                handles.extend(rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs")))
-            out = as_user(func, args, kwargs)
-            done = True
-            return out
+            try:
+                with quiet():
+                    for t in traces:
+                        rec = t._rec
+                        begun.append(rec)
+                        rec.begin_pass(roots, kept=kept)
+                        rec.complete(
+                            [grad_fn_of(r) for r in roots if isinstance(r, _Tensor)], handles=handles if rec.grads else None
+                        )
+                        if rec.grads and func is torch.autograd.grad:
+                            rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs"), handles)
+                out = as_user(func, args, kwargs)
+                done.append(True)
+                return out
+            finally:
+                _finish(handles, begun, done)
         finally:
-            _remove_all(handles)
-            rec.end_pass(done=done)
+            _finish(handles, begun, done)
+
+
+def _finish(handles: list, begun: list, done: list) -> None:
+    """Remove every hook of ``handles`` and end the pass of every recorder in ``begun``
+    (idempotent: what is done is not done again)."""
+    _remove_all(handles)
+    while begun:
+        begun[-1].end_pass(done=bool(done)); begun.pop()  # noqa: E702 - (end_pass ends a pass once)
 
 
 def _remove_all(handles: list) -> None:
-    """Remove every hook of ``handles`` (what ``RemovableHandle.remove`` does, in one loop:
-    a backward of many small nodes removes as many hooks as it ran nodes)."""
-    for h in handles:
+    """Remove every hook of ``handles``, emptying the list as it goes (what
+    ``RemovableHandle.remove`` does, in one loop: a backward of many small nodes removes as
+    many hooks as it ran nodes)."""
+    while handles:
+        h = handles[-1]
         try:
             hooks = h.hooks_dict_ref()
             if hooks is not None:
@@ -304,6 +491,7 @@ def _remove_all(handles: list) -> None:
                 h.remove()
         except AttributeError:  # a torch whose handles look otherwise
             h.remove()
+        handles.pop()
 
 
 def trace(

@@ -1,0 +1,515 @@
+"""graphlens is invisible to the user's own extensions: modes, subclasses, transforms, tasks, generators, interrupts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import os
+import sys
+import threading
+import weakref
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import graphlens as gl
+
+TRACE = sys.modules["graphlens.trace"]
+
+
+class CallLog(TorchFunctionMode):
+    """A user's TorchFunctionMode that logs every call it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(getattr(func, "__qualname__", repr(func)))
+        return func(*args, **(kwargs or {}))
+
+
+class AtenLog(TorchDispatchMode):
+    """A user's TorchDispatchMode that logs every aten op it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def program() -> torch.Tensor:
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    x = torch.tensor([3.0, 4.0])
+    h = w * x
+    y = h.detach()
+    with torch.no_grad():
+        z = h * 2
+    loss = (h * h).sum() + (y * z).sum()
+    loss.backward()
+    return w
+
+
+def test_a_users_function_mode_sees_exactly_the_programs_calls():
+    """A TorchFunctionMode entered before (or inside) a trace logs the very calls, in order,
+    that it logs without graphlens: none of graphlens's reads (heads, tolist, item, flags)."""
+    with CallLog() as plain:
+        program()
+    with CallLog() as outside:
+        with gl.trace() as tr:
+            w = program()
+    assert tr.graph().find("w").grad.head == (18.0, 64.0)  # (and the trace still recorded)
+    with gl.trace() as tr2:
+        with CallLog() as inside:
+            w = program()
+    assert tr2.graph().find("w").grad.head == (18.0, 64.0)
+    assert outside.calls == plain.calls
+    assert inside.calls == plain.calls
+
+
+def test_a_users_dispatch_mode_sees_exactly_the_programs_aten_ops():
+    """A TorchDispatchMode entered before or inside a trace sees the same aten ops as without
+    graphlens: no _local_scalar_dense from graphlens reading a value."""
+    with AtenLog() as plain:
+        program()
+    with AtenLog() as outside:
+        with gl.trace() as tr:
+            program()
+        tr.graph()
+    with gl.trace() as tr2:
+        with AtenLog() as inside:
+            program()
+            tr2.graph()
+            gl.snapshot(torch.ones(2, requires_grad=True).sum())  # (a snapshot reads too)
+    assert outside.ops == plain.ops
+    assert [op for op in inside.ops] == plain.ops + ["aten.ones.default", "aten.sum.default"]
+
+
+def test_a_torch_function_subclass_sees_exactly_the_programs_calls():
+    """A __torch_function__ subclass sees the same calls under trace and snapshot as without them."""
+
+    class Seen(torch.Tensor):
+        calls: list[str] = []
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            cls.calls.append(getattr(func, "__qualname__", repr(func)))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def run(traced: bool) -> list[str]:
+        Seen.calls = []
+        w = torch.tensor([1.0, 2.0], requires_grad=True).as_subclass(Seen)
+        if traced:
+            with gl.trace() as tr:
+                loss = ((w * 3) ** 2).sum()
+                loss.backward()
+            tr.graph()
+            gl.snapshot(loss)
+        else:
+            loss = ((w * 3) ** 2).sum()
+            loss.backward()
+        return list(Seen.calls)
+
+    assert run(True) == run(False)
+
+
+def test_a_dispatch_subclass_is_traced_without_its_values_being_read():
+    """A __torch_dispatch__ wrapper subclass (a logging tensor) runs under trace and snapshot
+    with the same log as without graphlens; its values are recorded as unread, never raised."""
+    from torch.testing._internal.logging_tensor import LoggingTensor, capture_logs
+
+    def run(traced: bool):
+        torch.manual_seed(0)
+        x = LoggingTensor(torch.randn(3)).requires_grad_()
+        with capture_logs() as logs:
+            if traced:
+                with gl.trace() as tr:
+                    y = (x * 2).sum()
+                    y.backward()
+                g = tr.graph()
+                gl.snapshot(y)
+            else:
+                y = (x * 2).sum()
+                y.backward()
+                g = None
+        return logs, g
+
+    plain, _ = run(False)
+    traced, g = run(True)
+    assert traced == plain
+    made = [t for t in g.tensors if t.op is not None]
+    assert made and all(t.value is not None and t.value.head is None for t in made)
+
+
+def test_vmap_and_func_grad_inside_a_trace_give_what_they_give_without_it():
+    """torch.vmap and torch.func.grad run inside a trace as they do without it (the result
+    enters the trace as an input); nothing reads a batched tensor's storage."""
+    torch.manual_seed(0)
+    xs = torch.randn(4, 3)
+    w = torch.randn(3, requires_grad=True)
+
+    def run(traced: bool):
+        w.grad = None
+        ctx = gl.trace() if traced else _null()
+        with ctx:
+            y = torch.vmap(lambda x: (x * 2 + 1).sin())(xs)
+            g = torch.func.grad(lambda v: (v.sin() ** 2).sum())(xs[0])
+            loss = (y * w).sum() + (g * w).sum()
+            loss.backward()
+        return y, g, w.grad.clone(), ctx
+
+    y0, g0, gw0, _ = run(False)
+    y1, g1, gw1, tr = run(True)
+    assert torch.equal(y0, y1) and torch.equal(g0, g1) and torch.equal(gw0, gw1)
+    graph = tr.graph()
+    assert graph.find("w").grad.head == tuple(gw1.tolist())
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_quantized_and_complex32_tensors_are_recorded_not_raised():
+    """A quantized tensor and a complex32 (chalf) tensor inside a trace and a snapshot are
+    recorded (their values where they can be read) and drawn, never raised at the user."""
+    with gl.trace() as tr:
+        q = torch.quantize_per_tensor(torch.tensor([0.5, -1.0, 2.0]), 0.1, 0, torch.qint8)
+        d = q.dequantize() * 2
+        w = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.cfloat).to(torch.chalf).requires_grad_()
+        y = w * w
+    g = tr.graph()
+    assert g.find("q").value.head is None  # (a quantized tensor's values are not read)
+    assert g.find("y").dtype == "complex32"
+    assert g.find("d").value.head == (1.0, -2.0, 4.0)
+    g.to_dot().source
+    snap = gl.snapshot(y)
+    assert snap.find("w").value.head == (complex(1, 2), complex(3, -1))
+    snap.to_dot().source
+
+
+def test_nested_traces_record_no_phantom_ops():
+    """A trace inside a trace: the outer graph holds the program's ops and nothing of what
+    the inner trace read; the inner one holds its own block's ops."""
+
+    def ops(g):
+        return sorted(o.forward for o in g.ops if o.forward)
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as alone:
+        a = w * 2
+        b = a.exp()
+        lb = b.sum()
+        lb.backward()
+        c = a.sin()
+    w.grad = None
+    with gl.trace() as outer:
+        a = w * 2
+        with gl.trace() as inner:
+            b = a.exp()
+            lb = b.sum()
+            lb.backward()
+        c = a.sin()
+    assert ops(outer.graph()) == ops(alone.graph()) == ["exp", "mul", "sin", "sum"]
+    assert ops(inner.graph()) == ["exp", "sum"]
+    assert outer.graph().find("w").grad.head == tuple(w.grad.tolist())
+    assert [f.head for f in inner.graph().find("a").flowed] == [f.head for f in outer.graph().find("a").flowed]
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_two_asyncio_tasks_each_tracing_keep_their_own_ops():
+    """Two asyncio tasks that trace at the same time, interleaving at awaits: each graph
+    holds only its own task's ops and gradients."""
+
+    async def task(k: int, fn):
+        x = torch.tensor([float(k)], requires_grad=True)
+        with gl.trace() as tr:
+            y = x * k
+            await asyncio.sleep(0)
+            z = fn(y)
+            await asyncio.sleep(0)
+            loss = z.sum()
+            loss.backward()
+        return tr
+
+    async def main():
+        return await asyncio.gather(task(2, torch.exp), task(3, torch.cos))
+
+    a, b = asyncio.run(main())
+    ga, gb = a.graph(), b.graph()
+    assert sorted(o.forward for o in ga.ops if o.forward) == ["exp", "mul", "sum"]
+    assert sorted(o.forward for o in gb.ops if o.forward) == ["cos", "mul", "sum"]
+    assert ga.find("x").value.head == (2.0,) and gb.find("x").value.head == (3.0,)
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_interleaved_generators_that_trace_keep_their_own_ops():
+    """Two generators that each trace, advanced in turn: each graph holds only its own ops
+    (not the other's, nor what the caller computes between), and no mode is left behind."""
+
+    def gen(fn):
+        x = torch.tensor([1.0], requires_grad=True)
+        with gl.trace() as tr:
+            y = x * 2
+            yield tr
+            z = fn(y)
+            yield tr
+            z.sum().backward()
+        yield tr
+
+    g1, g2 = gen(torch.exp), gen(torch.cos)
+    t1, t2 = next(g1), next(g2)
+    between = torch.ones(1).tan()  # the caller's own op: in no trace
+    for g in (g1, g2, g1, g2):
+        next(g)
+    assert sorted(o.forward for o in t1.graph().ops if o.forward) == ["exp", "mul", "sum"]
+    assert sorted(o.forward for o in t2.graph().ops if o.forward) == ["cos", "mul", "sum"]
+    assert t1.graph().find("x").grad.head == pytest.approx((2 * 7.389056,))
+    assert torch._C._len_torch_function_stack() == 0
+    del between
+
+
+def test_a_context_copied_to_another_thread_records_nothing_there():
+    """A context copied into another thread (as asyncio.to_thread does) carries the open
+    trace, but ops run in that thread are not recorded: the trace belongs to its thread too."""
+    with gl.trace() as tr:
+        a = torch.ones(2) * 3
+        ctx = contextvars.copy_context()
+        worker = threading.Thread(target=ctx.run, args=(lambda: torch.ones(2).cos(),))
+        worker.start()
+        worker.join()
+    assert [o.forward for o in tr.graph().ops if o.forward] == ["mul"]
+    del a
+
+
+def test_a_users_mode_entered_inside_the_trace_and_left_after_it_stays_on_the_stack():
+    """A user's mode entered inside a trace and exited after it (crossed blocks): leaving the
+    trace takes off graphlens's mode only, the user's mode keeps working, and both end clean."""
+    log = CallLog()
+    tr = gl.trace()
+    tr.__enter__()
+    log.__enter__()
+    tr.__exit__(None, None, None)
+    torch.ones(2).sin()
+    assert log.calls[-1].endswith("sin")
+    assert torch._C._len_torch_function_stack() == 1
+    log.__exit__(None, None, None)
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_failure_inside_graphlens_never_reaches_the_users_program():
+    """An error raised inside graphlens's recording (injected with sys.settrace at the
+    recorder's first line) does not stop the user's line: the program runs on with the same
+    numbers, and tr.graph() says the records are incomplete and why."""
+    recorder = os.path.join(os.path.dirname(gl.__file__), "_recorder.py")
+    fired = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename != recorder:
+            return None
+        if event == "line" and not fired:
+            fired.append(frame.f_lineno)
+            raise ValueError("injected")
+        return tracer
+
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        sys.settrace(tracer)
+        try:
+            h = w * 3
+        finally:
+            sys.settrace(None)
+        loss = (h * h).sum()
+        loss.backward()
+    assert fired and torch.equal(w.grad, torch.tensor([18.0, 36.0]))
+    with pytest.raises(RuntimeError, match="stopped recording.*ValueError: injected"):
+        tr.graph()
+
+
+def test_a_disabled_garbage_collector_stays_disabled():
+    """A trace with a backward pass and a snapshot leave a collector the user disabled disabled."""
+    gc.disable()
+    try:
+        with gl.trace() as tr:
+            program()
+        tr.graph()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_functions_defined_afresh_are_not_kept_alive():
+    """autograd.Function classes defined afresh each step are freed under trace and snapshot,
+    as without graphlens: no cache keyed by a class owns the class."""
+
+    def make():
+        class Twice(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.save_for_backward(a)
+                return a * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                (a,) = ctx.saved_tensors
+                return g * 2
+
+        return Twice
+
+    for how in ("trace", "snapshot"):
+        refs = []
+        for _ in range(20):
+            fn = make()
+            refs.append(weakref.ref(fn))
+            x = torch.ones(2, requires_grad=True)
+            if how == "trace":
+                with gl.trace() as tr:
+                    y = fn.apply(x).sum()
+                    y.backward()
+                tr.graph()
+                del tr
+            else:
+                y = fn.apply(x).sum()
+                gl.snapshot(y)
+                y.backward()
+            del fn, x, y
+        gc.collect()
+        assert sum(r() is not None for r in refs) == 0, how
+
+
+# -- interrupts ------------------------------------------------------------------------------
+_PKG = os.path.dirname(gl.__file__) + os.sep
+#: The trace machinery: every line of these files that the program below runs is a place an
+#: interrupt is raised at, in turn.  (Left out: the modules that only build records from
+#: records, graph.py, values.py, replay.py: they change no state an interrupt could leave behind.)
+MACHINERY = frozenset(
+    _PKG + name
+    for name in (
+        "trace.py", "_recorder.py", "_backward_record.py", "_capture.py", "_facts.py", "_freeze.py", "_util.py",
+        "_guard.py", "names.py", "_attribution.py", "_safety.py", "snapshot.py",
+    )
+)
+
+
+def _interrupted_program(keep: list) -> None:
+    torch.manual_seed(0)
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    lin = torch.nn.Linear(2, 2)
+    keep[:] = [w, lin]
+    with gl.trace(module=lin) as tr:
+        keep.append(weakref.ref(tr._rec))
+        x = torch.tensor([3.0, 4.0])
+        h = lin(w * x)
+        with torch.no_grad():
+            d = h.detach() * 2
+        h.retain_grad()
+        loss = (h * h).sum() + d.sum()
+        keep.append(loss)
+        loss.backward(retain_graph=True)
+        torch.autograd.grad(loss, [w])
+    tr.graph()
+    tr.replay()
+    gl.snapshot(loss)
+
+
+def _lines_run() -> list[tuple[str, int]]:
+    hits: dict = {}
+
+    def collect(frame, event, arg):
+        if frame.f_code.co_filename not in MACHINERY:
+            return None
+        if event == "line":
+            hits[(frame.f_code.co_filename, frame.f_lineno)] = None
+        return collect
+
+    keep: list = []
+    _interrupted_program(keep)  # (warm: the caches a first run fills)
+    sys.settrace(collect)
+    try:
+        _interrupted_program(keep)
+    finally:
+        sys.settrace(None)
+    return list(hits)
+
+
+def _leftovers(keep: list) -> list[str]:
+    """What an interrupted run left behind that a clean one does not."""
+    problems = []
+    if torch._C._len_torch_function_stack():
+        problems.append(f"{torch._C._len_torch_function_stack()} mode(s) on torch's stack")
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+    if not gc.isenabled():
+        problems.append("the garbage collector disabled")
+        gc.enable()
+    if not torch.is_grad_enabled():
+        problems.append("grad mode off")
+        torch.set_grad_enabled(True)
+    if TRACE._OPEN.get():
+        problems.append("a trace still open in this context")
+    mode = getattr(TRACE._threads, "mode", None)
+    if mode is not None and mode.traces:
+        problems.append("a trace still using the mode")
+        mode.traces.clear()
+    if len(keep) >= 2:
+        w, lin = keep[0], keep[1]
+        if lin._forward_hooks or lin._forward_pre_hooks:
+            problems.append("module hooks left")
+        if w._backward_hooks:
+            problems.append("tensor hooks left")
+    rec = [k for k in keep if isinstance(k, weakref.ref)]
+    if rec and rec[0]() is not None:
+        gc.collect()  # (only when needed: a full collection costs ~0.1 s with torch loaded)
+    if rec and rec[0]() is not None:
+        problems.append("the recorder kept alive (a node hook left on the graph)")
+    return problems
+
+
+@pytest.mark.slow
+def test_an_interrupt_at_any_line_of_the_trace_machinery_leaves_nothing_behind():
+    """A KeyboardInterrupt raised (with sys.settrace) at each line of graphlens's trace
+    machinery in turn, the first time the line runs: the interrupt itself propagates, and
+    no mode is left on torch's stack, the garbage collector and grad mode are as they were,
+    every module, tensor and node hook is removed, and no trace stays open."""
+    lines = _lines_run()
+    assert len(lines) > 500
+    failures = []
+    for filename, lineno in lines:
+        fired: list = []
+
+        def tracer(frame, event, arg, filename=filename, lineno=lineno):
+            if frame.f_code.co_filename != filename:
+                return None
+            if event == "line" and not fired and frame.f_lineno == lineno:
+                fired.append(True)
+                raise KeyboardInterrupt(f"{filename}:{lineno}")
+            return tracer
+
+        keep: list = []
+        caught = None
+        sys.settrace(tracer)
+        try:
+            _interrupted_program(keep)
+        except BaseException as exc:  # noqa: BLE001 - the very thing under test
+            caught = exc
+        finally:
+            sys.settrace(None)
+        problems = []
+        if not fired:
+            problems.append("line not reached (an earlier run changed what runs)")
+        elif not isinstance(caught, KeyboardInterrupt):
+            problems.append(f"the interrupt became {type(caught).__name__}: {caught}" if caught else "the interrupt was swallowed")
+        caught = None
+        problems += _leftovers(keep)
+        if problems:
+            failures.append(f"{os.path.basename(filename)}:{lineno}: {', '.join(problems)}")
+    assert not failures, "\n".join(failures)
