@@ -59,16 +59,18 @@ def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS, *, stats
 
 def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
     """What :func:`summarize` reads while a program runs, cheaply: ``(shape, dtype,
-    numel, head)`` with ``head`` a tuple of Python numbers (``None``: not read), so
-    nothing refers to the tensor.  :func:`make_summary` turns it into a Summary later."""
+    numel, head)`` with ``head`` a tuple of Python numbers, so nothing refers to the
+    tensor; where the values cannot be read, ``head`` is ``None`` and a fifth item says
+    why.  :func:`make_summary` turns it into a Summary later."""
     try:
         shape = shape_of(t)
         dtype = t.dtype
-    except Exception:  # noqa: BLE001 - a summary must never break the caller
-        return ((), "unknown", 0, None)
+    except Exception as exc:  # noqa: BLE001 - a summary must never break the caller
+        return ((), "unknown", 0, None, f"its shape could not be read ({type(exc).__name__})")
     try:
-        if t.layout != _STRIDED or t.is_meta or t.is_quantized or t.is_nested or unreadable_why(t) is not None:
-            return (shape, dtype, numel_of(shape), None)
+        why = _unread_layout(t)
+        if why is not None:
+            return (shape, dtype, numel_of(shape), None, why)
         n = t.numel()
         if not shape:
             return (shape, dtype, n, (t.item(),))
@@ -86,8 +88,21 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
         if n <= max_elements:
             return (shape, dtype, n, tuple(t.reshape(-1).tolist()))
         return (shape, dtype, n, tuple(_leading(t, max_elements).tolist()))
-    except Exception:  # noqa: BLE001
-        return (shape, dtype, numel_of(shape), None)
+    except Exception as exc:  # noqa: BLE001
+        return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
+
+
+def _unread_layout(t: torch.Tensor) -> str | None:
+    """Why ``t``'s values are not read at all (None: they are)."""
+    if t.layout != _STRIDED:
+        return f"a {str(t.layout).removeprefix('torch.')} tensor: only strided values are read"
+    if t.is_meta:
+        return "a meta tensor: it has no data"
+    if t.is_quantized:
+        return "a quantized tensor: its stored integers are not read"
+    if t.is_nested:
+        return "a nested tensor: its values are not read"
+    return unreadable_why(t)
 
 
 def numel_of(shape: tuple) -> int:
@@ -114,7 +129,7 @@ def _stats_from_head(head: tuple) -> tuple:
 def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
     """A Summary from what :func:`read_head` read; min / max / mean come from the head
     when it holds every element, else from ``live`` (a reduction) when it is given."""
-    shape, dtype, numel, head = read
+    shape, dtype, numel, head = read[:4]
     if type(shape) is not tuple:  # a torch.Size, as a trace records it
         shape = plain_shape(shape)
     name = dtype_name(dtype) if not isinstance(dtype, str) else dtype
@@ -130,7 +145,7 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
                     mean = float(live.detach().mean(dtype=torch.float64))
             except Exception:  # noqa: BLE001 - stats are a bonus
                 lo = hi = mean = None
-    return Summary(shape, name, numel, head, lo, hi, mean)
+    return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None)
 
 
 def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
@@ -239,7 +254,7 @@ def tensor_summary(value: torch.Tensor) -> Summary:
             head = (value.item(),)
         except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
             head = None
-    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None))
+    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None))
 
 
 def saved_value(value: Any) -> tuple[Any, bool]:

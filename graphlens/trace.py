@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -12,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._attribution import as_user
+from ._attribution import call_from, caller_of_mode, forget_callers
 from ._checks import check_count, check_flag
 from ._facts import MAX_ELEMENTS
 from ._guard import quiet, transform_active
@@ -41,6 +42,7 @@ _BACKWARDS = {_Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
 _PASS_THROUGH = {"__get__", "__set__", "__repr__", "__format__", "__str__"}
 _compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
+_getframe = sys._getframe
 _stack_len = torch._C._len_torch_function_stack
 _stack_at = torch._C._get_function_stack_at
 _stack_pop = torch._C._pop_torch_function_stack
@@ -107,13 +109,17 @@ class _Mode(TorchFunctionMode):
             kind = _KINDS[func]
         except (KeyError, TypeError):
             kind = _kind(func) if getattr(func, "__hash__", None) is not None else PLAIN
+        if kind == _PASS:
+            return func(*args, **kwargs)
+        # Called from the caller's line (in its globals), so that a warning torch raises
+        # names that line, as without graphlens, not this one.
+        caller = caller_of_mode(_getframe(1))
         if kind > DETACH:
-            if kind == _PASS:
-                return func(*args, **kwargs)
             if kind == _BACKWARD:
-                return _run_backward(live, func, args, kwargs)
-            return as_user(func, args, kwargs)
-        out = func(*args, **kwargs)
+                return _run_backward(live, caller, func, args, kwargs)
+            return call_from(caller, func, args, kwargs)
+        out = call_from(caller, func, args, kwargs)
+        del caller
         _record(live, func, kind, args, kwargs, out)
         return out
 
@@ -301,6 +307,7 @@ class Trace:
                 mode.traces.discard(self)
                 if not mode.traces:
                     _take_off_stack(mode)
+                    forget_callers()
             self._unhook_modules()
             self._active = False
             self._exited = True
@@ -425,7 +432,7 @@ class Trace:
 
 
 # -- backward ----------------------------------------------------------------------------
-def _run_backward(traces: tuple, func, args, kwargs):
+def _run_backward(traces: tuple, caller, func, args, kwargs):
     """Run the user's backward call once, recorded by every trace in ``traces``: each puts
     its hooks on the graph's nodes first, and every hook is removed afterwards, also on an
     error or an interrupt (the removal is written twice: the second, in an outer
@@ -460,7 +467,7 @@ def _run_backward(traces: tuple, func, args, kwargs):
                         )
                         if rec.grads and func is torch.autograd.grad:
                             rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs"), handles)
-                out = as_user(func, args, kwargs)
+                out = call_from(caller, func, args, kwargs)
                 done.append(True)
                 return out
             finally:

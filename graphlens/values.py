@@ -46,8 +46,10 @@ class Summary(NamedTuple):
     ``max_elements`` otherwise; ``None`` when the values were not read (sparse, meta or
     quantized tensors, and saved tensors, of which only shape and dtype are known).
     ``min``, ``max`` and ``mean`` are floats where they apply and were read, else
-    ``None``.  ``str(summary)`` is the compact text the diagrams show; :meth:`format`
-    takes a precision.
+    ``None``.  ``unread`` says why the values were not read, where graphlens could not
+    (``"a quantized tensor"``, ``"a LoggingTensor: a tensor subclass with its own
+    __torch_dispatch__"``).  ``str(summary)`` is the compact text the diagrams show;
+    :meth:`format` takes a precision.
 
     >>> s = Summary((2,), "float32", 2, (18.0, 64.0), 18.0, 64.0, 41.0)
     >>> str(s), s.format(precision=2), s.head
@@ -63,6 +65,7 @@ class Summary(NamedTuple):
     min: float | None = None
     max: float | None = None
     mean: float | None = None
+    unread: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -90,12 +93,12 @@ class Summary(NamedTuple):
         return self.format()
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean") if getattr(self, k) is not None)
+        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean", "unread") if getattr(self, k) is not None)
         return f"Summary({self.shape!r}, {self.dtype!r}, {self.numel!r}, head={self.head!r}{extra})"
 
     def _key(self) -> tuple:
         head = None if self.head is None else tuple(map(_nan_key, self.head))
-        return (self.shape, self.dtype, self.numel, head, _nan_key(self.min), _nan_key(self.max), _nan_key(self.mean))
+        return (self.shape, self.dtype, self.numel, head, _nan_key(self.min), _nan_key(self.max), _nan_key(self.mean), self.unread)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Summary):
@@ -113,11 +116,14 @@ class Summary(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values: non-finite floats as ``"nan"``/``"inf"``/``"-inf"``, complex
         numbers as ``{"re": .., "im": ..}``."""
-        return {
+        out = {
             "shape": list(self.shape), "dtype": self.dtype, "numel": self.numel,
             "head": None if self.head is None else [_json_number(v) for v in self.head],
             "min": _json_number(self.min), "max": _json_number(self.max), "mean": _json_number(self.mean),
         }
+        if self.unread is not None:
+            out["unread"] = self.unread
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Summary":
@@ -387,7 +393,8 @@ def read_summary(data: Any, where: str | Where) -> Summary:
 
 
 _SUMMARY_KINDS = {"shape": SHAPE, "dtype": TEXT, "numel": Kind("an integer >= -1", lambda v: type(v) is int and v >= -1),
-                  "head": HEAD, "min": NUMBER_OR_NULL, "max": NUMBER_OR_NULL, "mean": NUMBER_OR_NULL}
+                  "head": HEAD, "min": NUMBER_OR_NULL, "max": NUMBER_OR_NULL, "mean": NUMBER_OR_NULL,
+                  "unread": TEXT_OR_NULL}
 
 SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
                        lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))

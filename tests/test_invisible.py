@@ -145,6 +145,7 @@ def test_a_dispatch_subclass_is_traced_without_its_values_being_read():
     assert traced == plain
     made = [t for t in g.tensors if t.op is not None]
     assert made and all(t.value is not None and t.value.head is None for t in made)
+    assert all("__torch_dispatch__" in t.value.unread for t in made)  # (and it says why)
 
 
 def test_vmap_and_func_grad_inside_a_trace_give_what_they_give_without_it():
@@ -188,7 +189,7 @@ def test_quantized_and_complex32_tensors_are_recorded_not_raised():
         w = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.cfloat).to(torch.chalf).requires_grad_()
         y = w * w
     g = tr.graph()
-    assert g.find("q").value.head is None  # (a quantized tensor's values are not read)
+    assert g.find("q").value.head is None and "quantized" in g.find("q").value.unread  # (not read, and why)
     assert g.find("y").dtype == "complex32"
     assert g.find("d").value.head == (1.0, -2.0, 4.0)
     g.to_dot().source
@@ -513,3 +514,44 @@ def test_an_interrupt_at_any_line_of_the_trace_machinery_leaves_nothing_behind()
         if problems:
             failures.append(f"{os.path.basename(filename)}:{lineno}: {', '.join(problems)}")
     assert not failures, "\n".join(failures)
+
+
+def test_torchs_warnings_inside_a_trace_name_the_line_that_called_torch():
+    """A warning torch raises inside a trace, from C++ (torch.tensor of a tensor) or from
+    Python with stacklevel=2 (softmax without dim), names the same file, line and module as
+    without graphlens, not graphlens's own line."""
+    import warnings
+
+    def run(traced: bool):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with (gl.trace() if traced else _null()):
+                a = torch.ones(2)
+                b = torch.tensor(a)  # noqa: F841 - the C++ warning's line
+                c = torch.nn.functional.softmax(torch.ones(2, 2))  # noqa: F841 - the Python warning's line
+        return [(w.filename, w.lineno, str(w.message)[:40], w.category) for w in caught]
+
+    plain = run(False)
+    assert len(plain) == 2 and all(f == __file__ for f, *_ in plain)
+    assert run(True) == plain
+
+
+def test_explain_and_snapshot_are_unseen_by_a_users_mode():
+    """explain (of a tensor and of an error), snapshot, to_dot and compare make no call a
+    user's TorchFunctionMode can see."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = w * 2
+    loss = (h * h).sum()
+    loss.backward()
+    with CallLog() as log:
+        gl.explain(h, loss)
+        gl.explain(w)
+        g = gl.snapshot(loss)
+        g.to_dot()
+        gl.compare(g, g)
+    try:
+        loss.backward()
+    except RuntimeError as err:
+        with CallLog() as log2:
+            gl.explain(err)
+    assert log.calls == [] and log2.calls == []

@@ -90,7 +90,7 @@ def test_replay_page_with_a_hostile_name_runs_its_script(tmp_path):
 
 
 # -- DOT: any id, name, region and note is quoted so that Graphviz reads it back ---------------------
-HOSTILE_IDS = ["t\\", 'q"', 'q\\"', "a\\\\", "<b>", "node", "line\nbreak", "legend", "\\N", "é\\", "bell\x07", "", "<<b>>", "-"]
+HOSTILE_IDS = ["t\\", 'q"', 'q\\"', "a\\\\", "<b>", "note0", "node", "line\nbreak", "legend", "\\N", "é\\", "note1", "bell\x07", "", "<<b>>", "-"]
 HOSTILE_NAMES = ["n\\", "<b>bold</b>", 'say "hi"', "two\nlines", "\\N", "\\l", "&amp;", "]; x [", "<!--", "\x07"]
 
 
@@ -181,3 +181,17 @@ def test_dot_of_hostile_ids_is_the_same_text_in_any_process():
         out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONHASHSEED": seed})
         assert out.stdout == first
+
+
+@pytest.mark.parametrize("program", _programs())
+def test_a_comparison_of_hostile_graphs_draws_no_stray_node(program):
+    """gl.compare of two graphs with hostile ids lays out with one drawn node per declared node:
+    the side-by-side alignment lines name the very nodes the sides declare."""
+    g = _hostile_graph()
+    source = gl.compare(g, g).to_dot().source
+    proc = subprocess.run([program, "-Tsvg"], input=source.encode("utf-8"), capture_output=True, check=False)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode == 0 and "rror" not in err, err
+    drawn = _nodes_in(proc.stdout.decode("utf-8"))
+    declared = [d for d in re.findall(r'^\t+("(?:[^"\\]|\\.)*"|[^\s\[{}"]+) \[', source, re.M) if d not in ("graph", "node", "edge")]
+    assert len(drawn) == len(declared) == len(set(drawn))

@@ -6,6 +6,7 @@ import re
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from .._guard import quiet
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
@@ -80,7 +81,8 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
     frame = None
     try:
         frame = user_frame(1)
-        return _explain_error(exc, message, graph_or_trace, frame)
+        with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
+            return _explain_error(exc, message, graph_or_trace, frame)
     except Exception:  # noqa: BLE001 - explaining must never raise
         torch_kind = isinstance(exc, RuntimeError) or not isinstance(exc, BaseException)
         code = next((c for c, p in _PATTERNS if torch_kind and p.search(message)), "unknown_error")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import torch
 
 from .._facts import dtype_name
+from .._guard import quiet
 from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
@@ -71,9 +72,10 @@ def explain(
     precision = check_count("precision", precision, minimum=1)
     frame = user_frame(1)
     try:
-        if isinstance(root, (Trace, Graph)):
-            return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision)
-        return _explain_live(tensor, root, names=names, optimizer=optimizer, frame=frame, precision=precision)
+        with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
+            if isinstance(root, (Trace, Graph)):
+                return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision)
+            return _explain_live(tensor, root, names=names, optimizer=optimizer, frame=frame, precision=precision)
     finally:
         del frame
 

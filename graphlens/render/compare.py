@@ -7,7 +7,7 @@ from typing import Any
 from .._util import paused_gc
 from ..graph import TensorNode
 from ..values import PRECISION
-from .dot import Diagram, attr_list, quote
+from .dot import Diagram, attr_list, quote, quote_id
 from .draw import _to_dot
 from .style import FONT, MAX_ELEMENTS, MAX_NODES
 
@@ -51,8 +51,9 @@ def comparison_dot(
         dot.body.append("\t}\n")
     drawn = [set(_ids(p.body)) for p in parts]
     for i, j in cmp.matched:
-        if isinstance(cmp.first.node(i), TensorNode) and f"a_{i}" in drawn[0] and f"b_{j}" in drawn[1]:
-            dot.body.append(f"\t{{rank=same; {quote('a_' + i)}; {quote('b_' + j)}}}\n")
+        a, b = quote_id("a_" + i), quote_id("b_" + j)
+        if isinstance(cmp.first.node(i), TensorNode) and a in drawn[0] and b in drawn[1]:
+            dot.body.append(f"\t{{rank=same; {a}; {b}}}\n")
     return dot
 
 
@@ -66,4 +67,4 @@ def _ids(lines: list[str]):
     for line in lines:
         head = line.strip().split(" ", 1)[0]
         if head and not head.startswith(("{", "subgraph", "}")) and "->" not in line:
-            yield head.strip('"')
+            yield head  # (as written: a quoted id stays quoted, compared with quote_id's form)

@@ -56,11 +56,14 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
 
     lines: list[str] = []
     count = 0
+    used = {prefix + n.id for n in nodes} | {prefix + m for n in nodes for m in n.members}  # (a JSON graph may call a tensor "note0")
     bottom = {n.id for n in nodes if getattr(n, "rank", None) == "max"}
     stacks: dict[str, list[str]] = {}  # drawn node -> its notes' ids, in order
     for drawn, key in targets:
         for text in notes[key]:
             nid = f"{prefix}note{count}"
+            while nid in used:
+                nid += "_"
             count += 1
             label = quote_value(_wrap(text))
             beside.setdefault(drawn, []).append(
