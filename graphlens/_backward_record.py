@@ -10,13 +10,14 @@ import torch
 
 from ._capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
 from ._facts import read_saved, same_data
-from ._guard import quiet
+from ._guard import _dispatch_depth, quiet
 from ._util import paused_gc, tensors_in
 
 __all__ = ["BackwardRecord"]
 
 _Tensor = torch.Tensor
 _ref = weakref.ref
+_stack_len = torch._C._len_torch_function_stack
 
 
 def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
@@ -24,25 +25,35 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
     what it sent along each of its ``next_functions``), what flowed into each recorded
     output, and the ``.grad`` of the tensors it writes (a leaf's AccumulateGrad, a
     ``retain_grad()`` output) as it stands now.  Only a few numbers are read; it returns
-    None, so the gradients are untouched, and it never raises into the user's backward."""
+    None, so the gradients are untouched, and it never raises into the user's backward.
+    A user's mode is on while backward runs: where one could see a read, the reads run
+    under torch's guard."""
     try:
-        with quiet():  # (the user's modes are on while backward runs: they must not see these reads)
-            limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
-            arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
-            sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
-            k = len(rec.steps)
-            rec.steps.append((j, pass_nr, arrived, sent)); rec.order.append(j)  # noqa: E702 - (kept in step)
-            n = len(arrived)
-            for nr, i in targets:
-                if nr < n:
-                    rec.flowed.append((i, pass_nr, arrived[nr]))
-            for i in watch:
-                t = rec.refs[i]()
-                if t is not None:
-                    rec.writes.append((k, i, kept_grad(t, limit)))
+        if _stack_len() or _dispatch_depth():
+            with quiet():
+                _note_step(rec, j, targets, watch, grad_inputs, grad_outputs)
+        else:
+            _note_step(rec, j, targets, watch, grad_inputs, grad_outputs)
     except Exception:  # noqa: BLE001 - recording must never break the user's backward
         pass
     return None
+
+
+def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
+    limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
+    arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
+    sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
+    k = len(rec.steps)
+    rec.steps.append((j, pass_nr, arrived, sent)); rec.order.append(j)  # noqa: E702 - (kept in step)
+    n = len(arrived)
+    for nr, i in targets:
+        if nr < n:
+            rec.flowed.append((i, pass_nr, arrived[nr]))
+    for i in watch:
+        t = rec.refs[i]()
+        if t is not None:
+            rec.writes.append((k, i, kept_grad(t, limit)))
+
 
 def _head_once(heads: dict, g: Any, limit: int) -> Any:
     """The head of gradient ``g``, read once per pass: what a node sent arrives at the next
@@ -73,14 +84,16 @@ def _note_grad(rec: Any, i: int, grad: Any) -> None:
 class BackwardRecord:
     """The backward half of :class:`graphlens._recorder.Recorder` (its store is set up there)."""
 
-    def complete(self, fns: list, *, handles: list | None = None) -> set:
+    def complete(self, fns: list, *, handles: list | None = None, before_backward: bool = False) -> set:
         """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
         once, and read what it saved where the forward pass did not (or again, where
         backward may have freed it since).  Nodes made before the block are recorded but
         not walked into.  Given ``handles``, put a pre-hook on every node visited, which
         notes when the node runs and the gradient flowing into each of its recorded
         outputs, and append the hooks' handles (remove them when backward is done, also on
-        an error, also when this walk is cut short).  Returns the op records visited."""
+        an error, also when this walk is cut short).  ``before_backward``: a backward is
+        about to run, so what the forward pass read of a node is still true and is not read
+        again.  Returns the op records visited."""
         hook = handles is not None
         visited: set = set()
         seen: set = set()
@@ -114,7 +127,7 @@ class BackwardRecord:
                     if var is not None:
                         expanded.add(j)
                         continue
-                    if read and not (hook and (j in osaved or j in rows)):
+                    if read and not (before_backward and (j in osaved or j in rows)):
                         # (before a backward, what the forward pass read is still true)
                         osaved[j], volatile[j] = read_saved(
                             fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)

@@ -101,7 +101,7 @@ def head(t: _Tensor, shape: Any, limit: int) -> Any:
         return None  # (on accelerators reading would wait for the device)
     if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
         try:
-            return (shape, t.dtype, shape[0], tuple(t.tolist()))
+            return (shape, t.dtype, shape[0], tuple(_Tensor.tolist(t)))
         except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
             pass
     return read_head(t, limit)
@@ -114,7 +114,7 @@ def grad_head(g: Any, limit: int) -> Any:
     try:
         shape = g.shape
         if len(shape) == 1 and 0 < shape[0] <= limit and type(g) is _Tensor and g.layout is _STRIDED and not g.is_nested and g.is_cpu:
-            return (tuple(shape), g.dtype, shape[0], tuple(g.tolist()))
+            return (tuple(shape), g.dtype, shape[0], tuple(_Tensor.tolist(g)))
     except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
         pass
     return read_head(g, limit)

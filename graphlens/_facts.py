@@ -20,6 +20,7 @@ __all__ = [
 MAX_ELEMENTS = 6
 
 
+_T = torch.Tensor
 _DTYPE_NAMES: dict = {}
 _STRIDED = torch.strided
 
@@ -40,14 +41,17 @@ _NUMPY_DTYPES = frozenset({
 _FLOATING = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
 _COMPLEX = {torch.complex32, torch.complex64, torch.complex128}
 
-#: Tensors up to this many elements get min, max and mean read by a torch reduction
-#: when they are summarised (larger ones only when every element is in the head).
+#: With ``stats=True``, tensors up to this many elements get min, max and mean read by a
+#: torch reduction when they are summarised.  Graphs never ask for it: their summaries
+#: have min / max / mean only where the head holds every element (free), since a
+#: reduction per leaf value and gradient was two thirds of a model's snapshot.
 STATS_LIMIT = 1 << 20
 
 
-def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS, *, stats: bool = True) -> Summary | None:
+def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS, *, stats: bool = False) -> Summary | None:
     """A :class:`~graphlens.graph.Summary` of a tensor's values: shape, dtype, the first
-    ``max_elements`` numbers and, with ``stats``, min / max / mean.
+    ``max_elements`` numbers, min / max / mean where they are all read and, with
+    ``stats``, min / max / mean of a larger tensor too (a reduction).
 
     Never raises on odd tensors (meta, sparse, quantized, nested): their values are then
     not read (``head`` is ``None``).
@@ -71,23 +75,23 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
         why = _unread_layout(t)
         if why is not None:
             return (shape, dtype, numel_of(shape), None, why)
-        n = t.numel()
+        n = _T.numel(t)  # (torch's own methods, called unbound: a subclass's Python overrides never run)
         if not shape:
-            return (shape, dtype, n, (t.item(),))
+            return (shape, dtype, n, (_T.item(t),))
         if t.requires_grad:  # read through an alias: views of t must not enter its graph
-            t = t.detach()
+            t = _T.detach(t)
         if max_elements <= 0 or n == 0:
             return (shape, dtype, n, ())
         if n <= max_elements and len(shape) == 1:
-            return (shape, dtype, n, tuple(t.tolist()))
+            return (shape, dtype, n, tuple(_T.tolist(t)))
         if dtype in _NUMPY_DTYPES and t.is_cpu:
             try:  # numpy reads the head of any strides without a torch op (a third of the cost)
-                return (shape, dtype, n, tuple(t.numpy().flat[:max_elements].tolist()))
+                return (shape, dtype, n, tuple(_T.numpy(t).flat[:max_elements].tolist()))
             except Exception:  # noqa: BLE001 - e.g. a conjugate view numpy will not take
                 pass
         if n <= max_elements:
-            return (shape, dtype, n, tuple(t.reshape(-1).tolist()))
-        return (shape, dtype, n, tuple(_leading(t, max_elements).tolist()))
+            return (shape, dtype, n, tuple(_T.tolist(_T.reshape(t, -1))))
+        return (shape, dtype, n, tuple(_T.tolist(_leading(t, max_elements))))
     except Exception as exc:  # noqa: BLE001
         return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
 
@@ -151,12 +155,12 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
 def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
     """The first ``k`` elements of ``t`` in row-major order, copying at most about one
     row: ``reshape(-1)`` of a transposed or strided tensor would copy all of it."""
-    if t.is_contiguous():
-        return t.view(-1)[:k]
-    while t.dim() > 1:
+    if _T.is_contiguous(t):
+        return _T.view(t, -1)[:k]
+    while _T.dim(t) > 1:
         inner = math.prod(t.shape[1:])
         if inner < k:
-            return t[: -(-k // inner)].reshape(-1)[:k]
+            return _T.reshape(t[: -(-k // inner)], -1)[:k]
         t = t[0]
     return t[:k]
 
@@ -202,7 +206,7 @@ def tensor_node(
     op: str | None = None,
     output_nr: int | None = None,
     max_elements: int = MAX_ELEMENTS,
-    stats: bool = True,
+    stats: bool = False,
     **extra: Any,
 ) -> TensorNode:
     """A :class:`TensorNode` with the facts of the live tensor ``t`` right now."""
@@ -249,9 +253,9 @@ def tensor_summary(value: torch.Tensor) -> Summary:
     except RuntimeError:
         shape = shape_of(value)
     head = None
-    if shape == () and not value.is_complex() and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3): worth its one read
+    if shape == () and not _T.is_complex(value) and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3): worth its one read
         try:
-            head = (value.item(),)
+            head = (_T.item(value),)
         except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
             head = None
     return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None))

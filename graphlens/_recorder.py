@@ -11,14 +11,14 @@ import torch
 
 from ._backward_record import BackwardRecord
 from ._capture import (
-    _FUNC_NAMES, _FORWARD, _INS, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
+    _FUNC_NAMES, _FORWARD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from ._facts import _NUMBERS, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from ._guard import unreadable_why
-from ._safety import KEEP_MIN_NODES, keep_children
+from ._safety import KEEP_MIN_NODES, keep_behind, keep_children
 from ._util import tensors_in
-from .names import frame_candidates, source_line, user_frame
+from .names import frame_candidates, frame_values, source_line, store_targets, user_frame
 
 __all__ = [
     "Recorder", "PLAIN", "DETACH", "EXITS", "func_name", "grad_fn_of", "readable", "sequence_now",
@@ -94,6 +94,8 @@ class Recorder(BackwardRecord):
         self.frame: FrameType | None = None
         self.code: Any = None  # the block frame's code object (for the lines of the calls)
         self.last_lasti = -1
+        self.targets: dict[int, tuple[str, ...]] | None = None  # the block's store targets (names.store_targets)
+        self.calls_seen = 0  # len(calls) when the block's frame last moved on
 
     # -- tensors -------------------------------------------------------------------------
     def region_now(self) -> str | None:
@@ -162,10 +164,19 @@ class Recorder(BackwardRecord):
                 if versions and rec[_VERSION] != version_of(t) and rec[_REQUIRES_GRAD] and rec[_VERSION] >= 0:
                     # Changed in place through an alias since it was recorded (d = t.detach();
                     # d += 1 shares t's version counter): a new version, with the value used now.
-                    return self.new_tensor(t, op, rec[_OUTPUT_NR], None, None)
+                    # A view changed so, used with grad off, keeps its stale backward node until
+                    # torch needs it: reading grad_fn or is_leaf now would rebuild that node
+                    # earlier than torch does, with an earlier sequence number, and change the
+                    # order the engine runs the nodes in (and so the rounding of the sums).
+                    stale = not _grad_enabled() and t._is_view()
+                    return self.new_tensor(t, op, rec[_OUTPUT_NR], None, None, leaf=rec[_IS_LEAF] if stale else None)
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
                 return self.adopted(t, i) if version_of(t) == rec[_VERSION] else i
+        if t.requires_grad and not _grad_enabled() and t._is_view():
+            # A view from outside, used with grad off: its backward node may be stale (its base
+            # changed in place) and is left for torch to rebuild when it needs it (see above).
+            return self.new_tensor(t, None, 0, None, None, external=True, leaf=False)
         fn = grad_fn_of(t)
         if fn is None:
             i = self.new_tensor(t, None, 0, None, None, external=True)
@@ -235,7 +246,7 @@ class Recorder(BackwardRecord):
         j = self.new_op(name, forward, region if forward else None, scope=self.scopes[-1] if self.scopes else None)
         self.by_seq[seq] = j
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
-            keep_children(fn)
+            keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         return j
 
     def read_saved_now(self, fn: Any, j: int, outputs: tuple) -> None:
@@ -273,9 +284,9 @@ class Recorder(BackwardRecord):
                     shape = tuple(value.shape)
                 except RuntimeError:  # a strided nested tensor
                     shape = shape_of(value)
-                if i < 0 and shape == () and not value.is_complex() and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
+                if i < 0 and shape == () and not _Tensor.is_complex(value) and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
                     try:
-                        rows.append((short, i, shape, value.dtype, value.item()))
+                        rows.append((short, i, shape, value.dtype, _Tensor.item(value)))
                     except Exception:  # noqa: BLE001 - meta or fake data holds no number
                         rows.append((short, i, shape, value.dtype))
                 else:
@@ -311,7 +322,7 @@ class Recorder(BackwardRecord):
         if frame is not None:
             lasti = frame.f_lasti
             if lasti != self.last_lasti:
-                self.scan_names()
+                self.look_back(frame, lasti)
         by_id, recs, refs = self.by_id, self.tensors, self.refs
         ins = []
         for a in args:
@@ -323,7 +334,7 @@ class Recorder(BackwardRecord):
                 # (a record that does not require grad stays right while the tensor does
                 # not either; record_any handles the rest, e.g. requires_grad_() since, or a
                 # new version made through an alias: d = a.detach(); d += 1)
-                if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or a._version != r[_VERSION]:
+                if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or r[_VERSION] < 0 or a._version != r[_VERSION]:
                     return self.record_any(func, kind, args, kwargs, out)
                 ins.append(i)
             elif isinstance(a, (_Tensor, list, tuple, dict)):
@@ -353,7 +364,7 @@ class Recorder(BackwardRecord):
         self.by_seq[seq] = j
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
-            keep_children(fn)
+            keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         shape = tuple(out.shape)
         refs.append(_ref(out))
         recs.append((
@@ -380,7 +391,7 @@ class Recorder(BackwardRecord):
         if frame is not None:
             lasti = frame.f_lasti
             if lasti != self.last_lasti:
-                self.scan_names()
+                self.look_back(frame, lasti)
         ins: list = []
         for a in args:
             if isinstance(a, _Tensor):
@@ -464,7 +475,7 @@ class Recorder(BackwardRecord):
         frame = self.frame
         lasti = frame.f_lasti if frame is not None else -1
         if frame is not None and lasti != self.last_lasti:
-            self.scan_names()
+            self.look_back(frame, lasti)
         i = self.input(t)
         j = self.new_op(None, _FUNC_NAMES.get(func) or func_name(func), None, scope=self.scope())
         self.ops[j][_INS] = (i,)
@@ -530,6 +541,36 @@ class Recorder(BackwardRecord):
             out[j] = hit
         return out
 
+    def look_back(self, frame: FrameType, lasti: int) -> None:
+        """The block's frame has moved on to instruction ``lasti``: the call it made before
+        may have stored its result in variables (``y = y * 2``); name the recorded tensor
+        each of them holds now, unless it has a name.  Only those variables are read (a
+        loop written in the block would otherwise read every variable, and every module's
+        parameters, at each call); :meth:`scan_names` reads them all at the block's end,
+        and after an instruction that ran several ops (a call into the user's functions or
+        modules, which may have kept a tensor where no variable of the block names it yet,
+        e.g. a module's ``self.hidden``)."""
+        prev, self.last_lasti = self.last_lasti, lasti
+        calls = len(self.calls)
+        several, self.calls_seen = calls - self.calls_seen > 1, calls
+        if prev < 0:
+            return
+        if several:
+            self._scan_all(frame)
+            return
+        targets = self.targets
+        if targets is None:
+            targets = self.targets = store_targets(frame.f_code)
+        names = targets.get(prev)
+        if not names:
+            return
+        tnames = self.tnames
+        for name, t in zip(names, frame_values(frame, names)):
+            if isinstance(t, _Tensor):
+                i = self.index_of(t)
+                if i is not None and i not in tnames:
+                    tnames[i] = name
+
     def scan_names(self) -> None:
         """Name recorded tensors after the variables of the block's frame that hold them
         now; a name rebound later keeps naming the tensor it held first.  The frame is
@@ -541,6 +582,10 @@ class Recorder(BackwardRecord):
         if lasti == self.last_lasti:
             return
         self.last_lasti = lasti
+        self.calls_seen = len(self.calls)
+        self._scan_all(frame)
+
+    def _scan_all(self, frame: FrameType) -> None:
         names = self.tnames
         for name, t in frame_candidates(frame, with_globals=False):
             i = self.index_of(t)

@@ -25,7 +25,7 @@ import sys
 import warnings
 from typing import Any, Iterable
 
-__all__ = ["DeepGraphWarning", "KEEP_KEY", "KEEP_MIN_NODES", "keep_children", "keep_walked"]
+__all__ = ["DeepGraphWarning", "KEEP_KEY", "KEEP_MIN_NODES", "keep_children", "keep_behind", "keep_walked"]
 
 #: The one key graphlens writes into ``grad_fn.metadata``, on the nodes of deep graphs only.
 KEEP_KEY = "graphlens.children"
@@ -50,6 +50,34 @@ def keep_children(fn: Any, nexts: tuple | None = None) -> tuple:
         except Exception as exc:  # noqa: BLE001 - never fail the walk; say what is at risk
             _warn(exc)
     return nexts
+
+
+def keep_behind(fn: Any) -> None:
+    """A trace's graph has just grown past :data:`KEEP_MIN_NODES`: make every node it can
+    reach from ``fn`` (the nodes it wrapped before, one by one, while the graph was small)
+    hold its children too, so that freeing the whole graph stays flat.  Nodes that already
+    hold theirs are not walked again."""
+    key = KEEP_KEY
+    seen: set = set()
+    stack = [fn]
+    try:
+        while stack:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            nexts = node.next_functions
+            if not nexts:
+                continue
+            meta = node.metadata
+            if key in meta:
+                continue  # (kept already, and so is everything behind it that was walked)
+            meta[key] = nexts
+            stack.extend(c for c, _ in nexts)
+    except Exception as exc:  # noqa: BLE001
+        _warn(exc)
+    finally:
+        node = stack = None
 
 
 def keep_walked(fns: Iterable[Any], nexts: Iterable[tuple]) -> None:

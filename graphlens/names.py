@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import dis
 import os
 import sys
+import weakref
 from types import FrameType
 from typing import Any, Iterator, Mapping
 
 import torch
 
-__all__ = ["NameBook", "user_frame", "source_line", "frame_candidates", "is_internal", "INTERNAL_MODULES", "CALLER_NAME"]
+__all__ = [
+    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "is_internal",
+    "INTERNAL_MODULES", "CALLER_NAME",
+]
 
 #: Modules (and packages, with every module below them) whose frames are never "the
 #: caller" when names are inferred: graphlens's machinery.  The claims and demos are
 #: user programs and are not listed.
 INTERNAL_MODULES = frozenset({
     "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
-    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._freeze", "graphlens._attribution", "graphlens.explain", "graphlens.replay", "contextlib",
+    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._freeze", "graphlens._attribution", "graphlens._guard", "graphlens.explain", "graphlens.replay", "contextlib",
 })
 #: The name of the one-line function through which a trace calls torch at the user's
 #: line (so torch's warnings name that line): its frame looks like the user's, but is not.
@@ -125,7 +130,7 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
         if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
             # References: the frame's cache, ``local_map`` and getrefcount's argument.
             if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                local_map.clear()
+                _forget(frame, local_map)
         del local_map
     if with_globals and is_function:
         out.extend(_items(frame.f_globals))
@@ -135,6 +140,71 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
 #: ``sys.getrefcount`` of a frame's cached locals dict that only the frame holds (the
 #: frame, one local variable and the call's argument).
 _UNHELD_REFS = 3
+
+
+def _forget(frame: FrameType, local_map: dict) -> None:
+    """Empty a function frame's cached locals dict that nobody else holds (so it keeps no
+    local alive), unless it holds names that live only there (made by ``exec`` in the
+    function): those are the program's, and reading ``locals()`` again would not bring them back."""
+    code = frame.f_code
+    own = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+    if all(k in own for k in local_map):
+        local_map.clear()
+
+
+def frame_values(frame: FrameType, names: tuple[str, ...]) -> list[Any]:
+    """The values ``frame``'s variables ``names`` hold now (``None`` for an unbound one),
+    leaving the frame as :func:`frame_candidates` does: no cached locals dict kept alive,
+    none the program holds emptied."""
+    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
+    local_map = frame.f_locals
+    try:
+        return [local_map.get(n) for n in names]
+    finally:
+        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
+            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
+                _forget(frame, local_map)
+        del local_map
+
+
+_STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"})
+_TARGETS: "weakref.WeakKeyDictionary[Any, dict[int, tuple[str, ...]]]" = weakref.WeakKeyDictionary()
+
+
+def store_targets(code: Any) -> dict[int, tuple[str, ...]]:
+    """For each instruction of ``code`` whose result the next instruction stores in
+    variables (``y = y * 2``, ``a, b = t.chunk(2)``): its offset (``f_lasti`` while it
+    runs) -> those variables' names.  Read once per code object: a trace then names the
+    tensor a call made by looking at one variable, not at every variable of the frame."""
+    try:
+        hit = _TARGETS.get(code)
+    except TypeError:  # (a code object without weak references: not cached)
+        hit = None
+    if hit is not None:
+        return hit
+    out: dict[int, tuple[str, ...]] = {}
+    try:
+        ins = list(dis.get_instructions(code))
+    except Exception:  # noqa: BLE001 - odd code: names come from the full scans only
+        ins = []
+    for k in range(len(ins) - 1):
+        nxt = ins[k + 1]
+        names: tuple = ()
+        if nxt.opname in _STORES:
+            names = (nxt.argval,)
+        elif nxt.opname in ("STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST") and isinstance(nxt.argval, tuple):
+            names = nxt.argval[:1] if nxt.opname == "STORE_FAST_LOAD_FAST" else nxt.argval
+        elif nxt.opname == "UNPACK_SEQUENCE" and isinstance(nxt.argval, int):
+            stores = ins[k + 2:k + 2 + nxt.argval]
+            if len(stores) == nxt.argval and all(x.opname in _STORES for x in stores):
+                names = tuple(x.argval for x in stores)
+        if names and all(isinstance(n, str) for n in names):
+            out[ins[k].offset] = names
+    try:
+        _TARGETS[code] = out
+    except TypeError:
+        pass
+    return out
 
 
 class NameBook:

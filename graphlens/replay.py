@@ -291,7 +291,7 @@ def replay(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Replay:
         def catch(frame, event, arg):  # names come from fn's own variables: note its frame once
             if event == "call" and frame.f_code is code:
                 sys.setprofile(None)
-                rec.frame, rec.code, rec.last_lasti = frame, frame.f_code, -1
+                rec.frame, rec.code, rec.last_lasti, rec.targets = frame, frame.f_code, -1, None
 
         watching = code is not None and sys.getprofile() is None  # never displace a profiler of the user's
         if watching:
@@ -336,7 +336,7 @@ def replay_script(path: str, argv: tuple[str, ...] = ()) -> ScriptRun:
         def catch(frame, event, arg):  # the script's own module frame names the tensors
             if event == "call" and frame.f_code.co_filename == full and frame.f_code.co_name == "<module>":
                 sys.setprofile(None)
-                rec.frame, rec.code, rec.last_lasti = frame, frame.f_code, -1
+                rec.frame, rec.code, rec.last_lasti, rec.targets = frame, frame.f_code, -1, None
 
         watching = sys.getprofile() is None  # never displace a profiler
         sys.argv = [path, *argv]

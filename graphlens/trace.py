@@ -13,13 +13,15 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._attribution import call_from, caller_of_mode, forget_callers
+from ._attribution import _HANDLE_TORCH_FUNCTION, call_from, caller_of_mode, clean_traceback, forget_callers
 from ._checks import check_count, check_flag
 from ._facts import MAX_ELEMENTS
-from ._guard import quiet, transform_active
+from ._guard import _dispatch_depth, _peek_transform, quiet
+from . import _modestack
+from ._modestack import fast_paths_kept, on_stack as _on_stack, put_at_bottom as _put_at_bottom, take_off_stack as _take_off_stack
 from ._freeze import freeze
-from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, EXITS, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
-from ._util import paused_gc, tensors_in
+from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
+from ._util import tensors_in
 from .graph import Graph
 from .names import user_frame
 
@@ -42,11 +44,9 @@ _BACKWARDS = {_Tensor.backward, torch.autograd.backward, torch.autograd.grad}
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
 _PASS_THROUGH = {"__get__", "__set__", "__repr__", "__format__", "__str__"}
 _compiling = getattr(torch.compiler, "is_compiling", None) or (lambda: False)
+_jit_tracing = getattr(torch._C, "_get_tracing_state", None) or (lambda: None)
 _getframe = sys._getframe
 _stack_len = torch._C._len_torch_function_stack
-_stack_at = torch._C._get_function_stack_at
-_stack_pop = torch._C._pop_torch_function_stack
-_stack_push = torch._C._push_on_torch_function_stack
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 # How the mode treats each function torch hands it, decided once per function.  _PASS:
@@ -56,7 +56,15 @@ _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
 # ``no_grad().__enter__`` and the block that switches it back on.
 _BACKWARD, _AS_USER, _PASS = 2, 3, 4
 _KINDS: dict[Any, int] = {torch._C._set_grad_enabled: _PASS}
-_PLAIN_RESULTS = frozenset({type(None), bool, int, float, str, torch.Size, torch.dtype, torch.device})
+# torch's own calls that never hand back a tensor (not learned from a first call: Tensor.type
+# hands back a str without arguments and a tensor with a dtype).
+for _f in (
+    _Tensor.dim, _Tensor.size, _Tensor.numel, _Tensor.stride, _Tensor.element_size, _Tensor.is_contiguous,
+    _Tensor.is_floating_point, _Tensor.is_complex, _Tensor.data_ptr, _Tensor.storage_offset, _Tensor.nelement,
+    _Tensor.ndimension, _Tensor.get_device, _Tensor.__len__, _Tensor.retain_grad, _Tensor.register_hook,
+):
+    _KINDS[_f] = _PASS
+del _f
 
 
 def _kind(func: Any) -> int:
@@ -80,6 +88,7 @@ def _kind(func: Any) -> int:
 _OPEN: ContextVar[tuple] = ContextVar("graphlens_open_traces", default=())
 #: Per thread: the one mode graphlens puts on torch's stack while traces of the thread are open.
 _threads = threading.local()
+_modestack._mode_of_thread = lambda: getattr(_threads, "mode", None)
 
 
 class _Mode(TorchFunctionMode):
@@ -97,13 +106,25 @@ class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if kwargs is None:
             kwargs = {}
-        if _compiling():
-            return func(*args, **kwargs)  # (checked first: torch.compile traces this very method)
-        live = _live_here(self)
-        if not live or transform_active():
-            # torch.compile tracing a compiled function, or a torch.func transform, sees a
-            # plain call: the code computes exactly what it computes without graphlens, and
-            # its result enters the trace as one opaque input, like a tensor made outside.
+        if _compiling() or _jit_tracing() is not None:
+            # (checked first: torch.compile traces this very method; torch.jit.trace records
+            # every op it sees, so graphlens's own reads must not run while it does)
+            return func(*args, **kwargs)
+        live = _OPEN.get()
+        if not live:
+            return func(*args, **kwargs)
+        if len(live) == 1:
+            t = live[0]
+            if t._mode is not self or not t._recording or (t._suspendable is not None and t._suspendable.f_back is None):
+                return func(*args, **kwargs)
+        else:
+            live = _live_here(self, live)
+            if not live:
+                return func(*args, **kwargs)
+        if _peek_transform() is not None:
+            # A torch.func transform's calls (like torch.compile's, above) run as plain calls:
+            # the code computes exactly what it computes without graphlens, and its result
+            # enters the trace as one opaque input, like a tensor made outside.
             return func(*args, **kwargs)
         try:
             kind = _KINDS[func]
@@ -113,85 +134,70 @@ class _Mode(TorchFunctionMode):
             return func(*args, **kwargs)
         # Called from the caller's line (in its globals), so that a warning torch raises
         # names that line, as without graphlens, not this one.
-        caller = caller_of_mode(_getframe(1))
+        caller = _getframe(1)
+        if caller.f_code is _HANDLE_TORCH_FUNCTION:
+            caller = caller_of_mode(caller)
         if kind > DETACH:
             if kind == _BACKWARD:
                 return _run_backward(live, caller, func, args, kwargs)
             return call_from(caller, func, args, kwargs)
         out = call_from(caller, func, args, kwargs)
         del caller
-        _record(live, func, kind, args, kwargs, out)
+        # Record it: unseen by the user's modes and subclasses (torch's guard is needed only
+        # where one of them could see a read).  A failure inside graphlens never reaches the
+        # user's program: the trace stops recording and says why when its graph is asked
+        # for; an interrupt stops it too, and propagates.
+        try:
+            if types or _stack_len() or _dispatch_depth() or type(out) is not _Tensor:
+                with quiet():
+                    for t in live:
+                        t._rec.record(func, kind, args, kwargs, out)
+            else:
+                for t in live:
+                    t._rec.record(func, kind, args, kwargs, out)
+        except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+            for t in live:
+                t._fail(exc)
+        except BaseException as exc:
+            for t in live:
+                t._fail(exc)
+            raise
         return out
 
 
-def _live_here(mode: _Mode) -> tuple:
-    """The traces that record a call made now: open in this context, on this thread's
+def _live_here(mode: _Mode, traces: tuple) -> tuple:
+    """Of several open ``traces``, the ones that record a call made now: on this thread's
     ``mode``, recording, and with their block running (a trace opened inside a generator
     or coroutine does not record what runs while that frame is suspended)."""
-    traces = _OPEN.get()
-    if not traces:
-        return ()
-    if len(traces) == 1:
-        t = traces[0]
-        if t._mode is mode and t._recording and (t._suspendable is None or t._suspendable.f_back is not None):
-            return traces
-        return ()
     return tuple(
         t for t in traces
         if t._mode is mode and t._recording and (t._suspendable is None or t._suspendable.f_back is not None)
     )
 
 
-def _record(live: tuple, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
-    """Record one call in every live trace, unseen by the user's modes and subclasses.
-    A failure inside graphlens never reaches the user's program: the trace stops recording
-    and says why when its graph is asked for; an interrupt stops it too, and propagates."""
-    try:
-        with quiet():
-            for t in live:
-                t._rec.record(func, kind, args, kwargs, out)
-            if type(out) in _PLAIN_RESULTS and func in _KINDS and func_name(func) not in EXITS:
-                _KINDS[func] = _PASS  # (seen once: nothing to record in what it hands back)
-    except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
-        for t in live:
-            t._fail(exc)
-    except BaseException as exc:
-        for t in live:
-            t._fail(exc)
-        raise
-
-
 def _exit_nothing(exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool:
     return False
 
 
-def _on_stack(mode: _Mode) -> bool:
-    return any(_stack_at(i) is mode for i in range(_stack_len()))
+class _SessionExit:
+    """``Trace.__exit__``.  The ``with`` statement looks it up on the trace (``__get__``) and
+    gets the exit of the trace's generator-based session: leaving the block then runs no
+    line of graphlens before that generator's ``finally`` clauses.  Looked up on the class
+    (as ``contextlib.ExitStack`` and ``unittest`` do: ``type(cm).__exit__(cm, *exc)``), it
+    is a plain function of the trace and the exception."""
 
+    def __get__(self, trace: "Trace | None", owner: type | None = None) -> Callable[..., Any]:
+        if trace is None:
+            return self
+        session = trace._session
+        if session is None:
+            if trace._exited:
+                return _exit_nothing  # (left already: a second exit does nothing)
+            session = trace._session = contextmanager(trace._open_session)()
+        return session.__exit__
 
-def _restore(above: list) -> None:
-    while above:
-        _stack_push(above[-1]); above.pop()  # noqa: E702 - one line: an interrupt comes before both or after both
-
-
-def _take_off_stack(mode: _Mode) -> None:
-    """Remove ``mode`` from this thread's TorchFunctionMode stack wherever it is, the modes
-    above it (a user's mode entered inside the trace) staying in their order.  Interrupted
-    at any line, the stack is left whole (with or without ``mode``)."""
-    if not _on_stack(mode):
-        return
-    above: list = []
-    try:
-        try:
-            while _stack_len():
-                above.append(_stack_pop())
-                if above[-1] is mode:
-                    above.pop()
-                    break
-        finally:
-            _restore(above)
-    finally:
-        _restore(above)
+    def __call__(self, trace: "Trace", exc_type: Any = None, exc: Any = None, tb: Any = None) -> bool:
+        return self.__get__(trace)(exc_type, exc, tb)
 
 
 class Trace:
@@ -246,14 +252,7 @@ class Trace:
     # property hands it the exit of a generator-based session, so that leaving the block
     # runs no line of graphlens before the generator's ``finally`` clauses, which undo
     # everything (twice over: an interrupt cutting the first undo short runs the second).
-    @property
-    def __exit__(self) -> Callable[..., Any]:
-        session = self._session
-        if session is None:
-            if self._exited:
-                return _exit_nothing  # (left already: a second exit does nothing)
-            session = self._session = contextmanager(self._open_session)()
-        return session.__exit__
+    __exit__ = _SessionExit()
 
     def __enter__(self) -> "Trace":
         if self._active or self._exited:
@@ -269,6 +268,7 @@ class Trace:
                 yield self
             except BaseException as exc:
                 self._close()
+                clean_traceback(exc, _Mode.__torch_function__.__code__, _run_backward.__code__)
                 self._on_exit(exc)
                 raise
             finally:
@@ -286,13 +286,14 @@ class Trace:
         self._thread = threading.get_ident()
         self._active = True
         self._hook_modules()
+        fast_paths_kept(self, True)
         mode = getattr(_threads, "mode", None)
         if mode is None:
             mode = _threads.mode = _Mode()
         self._mode = mode
         mode.traces.add(self)
         if not _on_stack(mode):
-            _stack_push(mode)
+            _put_at_bottom(mode)
         _OPEN.set(_OPEN.get() + (self,))
         self._recording = True
 
@@ -305,10 +306,15 @@ class Trace:
             mode = self._mode
             if mode is not None:
                 mode.traces.discard(self)
-                if not mode.traces:
+                if not mode.traces and threading.get_ident() == self._thread:
                     _take_off_stack(mode)
                     forget_callers()
+                # (Closed from another thread, e.g. a generator holding the block closed
+                # there: each thread's mode stack is its own, so the mode stays on the
+                # opening thread's stack, a pass-through, until that thread opens and
+                # closes a trace again.)
             self._unhook_modules()
+            fast_paths_kept(self, False)
             self._active = False
             self._exited = True
             rec = self._rec
@@ -452,28 +458,28 @@ def _run_backward(traces: tuple, caller, func, args, kwargs):
     handles: list = []
     begun: list = []
     done: list = []  # [True] once the user's call returned
-    # Recording makes many small objects while backward runs; collecting them one
-    # generation at a time would cost more than the backward pass itself.
-    with paused_gc():
+    # (The collector is not paused around the user's backward: their hooks run in it, and
+    # other threads would see it off.  graphlens's own walk pauses it, in complete().)
+    try:
         try:
-            try:
-                with quiet():
-                    for t in traces:
-                        rec = t._rec
-                        begun.append(rec)
-                        rec.begin_pass(roots, kept=kept)
-                        rec.complete(
-                            [grad_fn_of(r) for r in roots if isinstance(r, _Tensor)], handles=handles if rec.grads else None
-                        )
-                        if rec.grads and func is torch.autograd.grad:
-                            rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs"), handles)
-                out = call_from(caller, func, args, kwargs)
-                done.append(True)
-                return out
-            finally:
-                _finish(handles, begun, done)
+            with quiet():
+                for t in traces:
+                    rec = t._rec
+                    begun.append(rec)
+                    rec.begin_pass(roots, kept=kept)
+                    rec.complete(
+                        [grad_fn_of(r) for r in roots if isinstance(r, _Tensor)], handles=handles if rec.grads else None,
+                        before_backward=True,
+                    )
+                    if rec.grads and func is torch.autograd.grad:
+                        rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs"), handles)
+            out = call_from(caller, func, args, kwargs)
+            done.append(True)
+            return out
         finally:
             _finish(handles, begun, done)
+    finally:
+        _finish(handles, begun, done)
 
 
 def _finish(handles: list, begun: list, done: list) -> None:

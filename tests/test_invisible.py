@@ -396,7 +396,7 @@ MACHINERY = frozenset(
     _PKG + name
     for name in (
         "trace.py", "_recorder.py", "_backward_record.py", "_capture.py", "_facts.py", "_freeze.py", "_util.py",
-        "_guard.py", "names.py", "_attribution.py", "_safety.py", "snapshot.py",
+        "_guard.py", "names.py", "_attribution.py", "_safety.py", "snapshot.py", "_modestack.py",
     )
 )
 
@@ -555,3 +555,351 @@ def test_explain_and_snapshot_are_unseen_by_a_users_mode():
         with CallLog() as log2:
             gl.explain(err)
     assert log.calls == [] and log2.calls == []
+
+
+def test_a_view_whose_base_changed_under_no_grad_keeps_torchs_engine_order():
+    """A view whose base is changed in place under no_grad, then used there: the trace does
+    not rebuild the view's stale backward node before torch does, so the engine runs the
+    nodes in the same order and the gradients are bitwise equal (law 8 found the program)."""
+
+    def program():
+        w0 = torch.ones(3, 3, requires_grad=True)
+        h0 = w0[0]
+        with torch.no_grad():
+            w0.add_(1.0)
+            h1 = h0[0]
+            h1.tanh()
+        loss0 = h1.sum() + w0.sum() + h0.mean()
+        loss1 = w0.sum()
+        torch.autograd.backward([loss0, loss1])
+        return w0.grad
+
+    plain = program()
+    with gl.trace() as tr:
+        traced = program()
+    assert torch.equal(plain, traced)
+    tr.graph()
+    outside_view = torch.ones(3, 3, requires_grad=True)
+    h = outside_view[1]
+    with torch.no_grad():
+        outside_view.add_(1.0)
+    with gl.trace():
+        with torch.no_grad():
+            h[0].tanh()  # (a view from outside the block, used with grad off)
+    assert h.grad_fn is not None
+
+
+
+# -- found by a review of the promises (each fails on the code before it) --------------------------
+def test_torchs_fused_inference_paths_run_as_without_graphlens():
+    """A TransformerEncoder and a MultiheadAttention in eval mode under no_grad give bitwise
+    the outputs they give without graphlens (their fused fast path, which any
+    TorchFunctionMode on the stack turns off, still runs; a padding mask gives zeros)."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    enc = torch.nn.TransformerEncoder(layer, num_layers=2).eval()
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(2, 4, 16)
+    mask = torch.tensor([[False, False, True, True], [False] * 4])
+    with torch.no_grad():
+        plain, plain_mha = enc(x, src_key_padding_mask=mask), mha(x, x, x)[0]
+        with gl.trace() as tr:
+            traced, traced_mha = enc(x, src_key_padding_mask=mask), mha(x, x, x)[0]
+    assert torch.equal(plain, traced) and torch.equal(plain_mha, traced_mha)
+    assert plain[0, 2:].abs().sum() == 0
+    tr.graph()
+    enc.train()
+    with gl.trace() as tr2:  # (training: the ops are recorded as before)
+        enc(x).sum().backward()
+    assert sum(1 for o in tr2.graph().ops if o.forward) > 20
+    import torch.nn.modules.module as module_hooks
+
+    assert not module_hooks._global_forward_pre_hooks and not module_hooks._global_forward_hooks
+
+
+def test_torch_jit_trace_inside_a_trace_runs_as_without_it():
+    """torch.jit.trace of a model inside a trace runs (no crash), checks its graph, and
+    graphlens's reads do not show in it as TracerWarnings."""
+    import warnings
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gl.trace():
+            traced = torch.jit.trace(model, torch.ones(1, 3))
+            torch.jit.trace(model, torch.ones(1, 3), check_trace=False)
+    assert torch.equal(traced(torch.ones(1, 3)), model(torch.ones(1, 3)))
+    assert not [w for w in caught if os.path.dirname(gl.__file__) in (w.filename or "")]
+
+
+def test_a_trace_enters_and_leaves_through_exitstack_and_unittest():
+    """contextlib.ExitStack.enter_context and unittest's enterContext open and close a trace
+    (they call type(cm).__exit__ as a function), leaving no mode behind."""
+    import contextlib
+    import unittest
+
+    with contextlib.ExitStack() as stack:
+        tr = stack.enter_context(gl.trace())
+        torch.ones(2) * 3
+    assert [o.forward for o in tr.graph().ops] == ["mul"]
+    assert torch._C._len_torch_function_stack() == 0
+
+    class Case(unittest.TestCase):
+        def test_it(self):
+            self.enterContext(gl.trace())
+            torch.ones(2) * 2
+
+    result = unittest.TestResult()
+    Case("test_it").run(result)
+    assert not result.errors and not result.failures
+    assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_users_mode_entered_before_and_left_inside_the_trace_is_the_one_popped():
+    """A user's mode entered before a trace and left inside its block is popped, as without
+    graphlens (graphlens's mode sits under the user's modes), and the trace keeps recording."""
+    import contextlib
+
+    stack = contextlib.ExitStack()
+    log = stack.enter_context(CallLog())
+    with gl.trace() as tr:
+        stack.close()
+        torch.ones(2) + 1
+    torch.ones(2) * 3
+    assert log.calls == []
+    assert torch._C._len_torch_function_stack() == 0
+    assert [o.forward for o in tr.graph().ops] == ["add"]
+
+
+def test_a_users_mode_sees_the_users_frames_as_its_caller():
+    """A user's mode entered before a trace sees the user's own frame as the caller of each
+    call (graphlens's mode runs after it, not before)."""
+    seen = []
+
+    class Callers(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(sys._getframe(1).f_code.co_name)
+            return func(*args, **(kwargs or {}))
+
+    def the_users_function():
+        return torch.ones(2) * 2
+
+    with Callers():
+        with gl.trace():
+            the_users_function()
+    assert seen and set(seen) == {"the_users_function"}
+
+
+def test_a_traceback_through_a_trace_is_the_programs_own():
+    """An error raised by an op inside a trace (a shape mismatch, a second backward) has the
+    same traceback frames and lines as without graphlens, and its last frame, where a
+    post-mortem debugger lands, holds the user's variables."""
+    import traceback
+
+    def step(a, b):
+        hidden = a * 2
+        return hidden @ b
+
+    def failure(traced: bool, fn):
+        try:
+            with (gl.trace() if traced else _null()):
+                fn()
+        except RuntimeError as exc:
+            frames = [(f.name, f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
+            last = exc.__traceback__
+            while last.tb_next is not None:
+                last = last.tb_next
+            return frames[1:], sorted(last.tb_frame.f_locals)  # (frame 0 is the with-block's own line)
+        raise AssertionError("no error")
+
+    a = torch.ones(2, 3)
+    assert failure(True, lambda: step(a, a)) == failure(False, lambda: step(a, a))
+    w = torch.ones(2, requires_grad=True)
+
+    def twice():
+        loss = (w * w).sum()
+        loss.backward()
+        loss.backward()
+
+    assert failure(True, twice)[0] == failure(False, twice)[0]
+
+
+def test_a_tracer_or_debugger_sees_no_call_the_program_did_not_make():
+    """With sys.settrace on (a debugger, a coverage tool), a traced program makes no call event
+    in the user's file for a function the user never wrote (graphlens's caller frames)."""
+    names = set()
+
+    def tracer(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename == __file__:
+            names.add(frame.f_code.co_name)
+        return None
+
+    w = torch.ones(2, requires_grad=True)
+    sys.settrace(tracer)
+    try:
+        with gl.trace():
+            h = w * 2
+            h.grad  # noqa: B018 - a property read graphlens forwards from the user's line
+            h.sum().backward()
+    finally:
+        sys.settrace(None)
+    assert "_graphlens_call" not in names and "<module>" not in names
+
+
+def test_names_made_by_exec_in_a_function_survive_a_snapshot_and_a_trace():
+    """A variable a function made with exec (it lives only in the frame's locals dict) is
+    still in locals() after a snapshot or a trace read the function's variables."""
+
+    def with_snapshot():
+        exec("w = torch.ones(2, requires_grad=True)")
+        loss = (locals()["w"] * 3).sum()
+        gl.snapshot(loss)
+        return sorted(locals())
+
+    def with_trace():
+        exec("w = torch.ones(2, requires_grad=True)")
+        with gl.trace():
+            loss = (locals()["w"] * 3).sum()  # noqa: F841
+        return sorted(locals())
+
+    assert with_snapshot() == ["loss", "w"]
+    assert "w" in with_trace()
+
+
+def test_a_hook_that_switches_the_collector_off_in_a_traced_backward_is_obeyed():
+    """A backward hook that calls gc.disable() leaves the collector off after a traced
+    backward, as after a plain one (graphlens does not pause the collector around the
+    user's backward, so it has nothing to switch back on)."""
+    w = torch.ones(2, requires_grad=True)
+    h = w * 2
+    h.register_hook(lambda g: gc.disable())
+    try:
+        with gl.trace():
+            h.sum().backward()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_subclasss_python_methods_are_never_called_by_graphlens():
+    """A tensor subclass that overrides item, detach, numel, tolist in Python sees only the
+    program's calls of them under trace and snapshot (graphlens calls torch's own methods)."""
+    counts: dict = {}
+
+    class Counted(torch.Tensor):
+        def _count(self, name):
+            counts[name] = counts.get(name, 0) + 1
+
+        def item(self):
+            self._count("item")
+            return super().item()
+
+        def detach(self):
+            self._count("detach")
+            return super().detach()
+
+        def numel(self):
+            self._count("numel")
+            return super().numel()
+
+        def tolist(self):
+            self._count("tolist")
+            return super().tolist()
+
+    def program():
+        x = torch.ones(3, requires_grad=True).as_subclass(Counted)
+        y = (x * 2).sum()
+        y.numel()
+        y.backward()
+        return x
+
+    program()
+    plain = dict(counts)
+    counts.clear()
+    with gl.trace() as tr:
+        x = program()
+    tr.graph()
+    gl.snapshot((x * 3).sum())
+    assert counts == plain and plain.get("numel")  # (torch's backward itself asks numel)
+
+
+def test_a_deep_traced_graph_is_freed_safely_in_a_thread_with_a_small_stack():
+    """A traced chain of 60,000 ops is freed in a thread with a 512 KiB stack without
+    crashing the interpreter (its first nodes are protected once the graph grows deep)."""
+    code = (
+        "import torch, threading, graphlens as gl\n"
+        "x = torch.ones(2, requires_grad=True)\n"
+        "with gl.trace() as tr:\n"
+        "    y = x\n"
+        "    for _ in range(60000):\n"
+        "        y = y * 1.0\n"
+        "tr.graph()\n"
+        "threading.stack_size(512 * 1024)\n"
+        "holder = [y]\n"
+        "del y, tr\n"
+        "t = threading.Thread(target=holder.clear)\n"
+        "t.start(); t.join()\n"
+        "print('freed')\n"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "freed" in out.stdout, out.stderr[-2000:]
+
+
+def test_a_warning_frame_costs_the_same_at_any_line_of_a_long_file():
+    """The frame graphlens calls torch from at a user's line is the one compiled template
+    moved to that line (nothing is compiled per line, so a long file costs no more)."""
+    from graphlens import _attribution
+
+    far = _attribution._one_liner("/somewhere/long.py", 1_000_000)
+    near = _attribution._one_liner("/somewhere/long.py", 3)
+    assert far.co_firstlineno == 1_000_000 and far.co_filename == "/somewhere/long.py"
+    assert far.co_code == near.co_code == _attribution._TEMPLATE.co_code
+
+
+def test_a_call_that_returned_no_tensor_once_is_still_recorded_when_it_does():
+    """Tensor.type() hands back a str; Tensor.type(torch.float64) a tensor: after the first,
+    the second is still recorded in a trace (no call is learned to be untensored)."""
+    w = torch.ones(2, requires_grad=True)
+    w.type()
+    with gl.trace() as tr:
+        d = w.type(torch.float64) * 2  # noqa: F841
+    assert "type" in [o.forward for o in tr.graph().ops]
+
+
+def test_an_inference_mode_tensor_used_after_its_block_is_recorded():
+    """A tensor made in torch.inference_mode() inside a trace and used afterwards (it keeps
+    no version counter) is recorded, and the graph is built."""
+    w = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr:
+        with torch.inference_mode():
+            a = torch.ones(2)
+        h = w * 2  # (an op with grad on after the block: the next one takes the common path)
+        b = a + h
+        c = b * 2  # noqa: F841
+    assert [o.forward for o in tr.graph().ops if o.forward] == ["mul", "add", "mul"]
+
+
+def test_a_generator_closed_from_another_thread_leaves_no_trace_open():
+    """A generator that holds a trace's block open, closed from another thread, closes the
+    trace (nothing more is recorded); graphlens's mode left on the opening thread's stack is
+    taken off by the next trace that thread opens and closes."""
+
+    def batches():
+        with gl.trace() as tr:
+            for i in range(10):
+                yield tr, torch.ones(2) * i
+
+    gen = batches()
+    tr, _ = next(gen)
+    holder = [gen]
+    del gen
+    worker = threading.Thread(target=lambda: holder.pop().close())
+    worker.start()
+    worker.join()
+    torch.ones(2) * 5
+    assert [o.forward for o in tr.graph().ops] == ["mul"]
+    with gl.trace():
+        torch.ones(1) + 1
+    assert torch._C._len_torch_function_stack() == 0

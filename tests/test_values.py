@@ -45,12 +45,17 @@ def test_precision_gives_more_digits():
     assert s.head[0] == pytest.approx(24.70413)
 
 
-def test_large_tensors_keep_a_head_and_stats():
-    """A large tensor keeps its first elements in row-major order and min/max/mean of all of it."""
+def test_large_tensors_keep_a_head_and_stats_only_on_request():
+    """A large tensor keeps its first elements in row-major order; a graph pays no reduction
+    for min/max/mean (None), which summarize(t, stats=True) reads of all of it."""
+    from graphlens._facts import summarize
+
     t = torch.arange(100.0).reshape(10, 10).t()  # not contiguous: row-major order of the view
     s = gl.snapshot((t.requires_grad_() * 1).sum()).find("t").value
     assert s.numel == 100 and s.head == (0.0, 10.0, 20.0, 30.0, 40.0, 50.0)
-    assert (s.min, s.max, s.mean) == (0.0, 99.0, 49.5)
+    assert (s.min, s.max, s.mean) == (None, None, None)
+    full = summarize(t, stats=True)
+    assert (full.min, full.max, full.mean) == (0.0, 99.0, 49.5) and full.head == s.head
     assert str(s) == "[0, 10, 20, 30, 40, 50, … (100 elements)]"
     assert s.format(max_elements=2) == "[0, 10, … (100 elements)]"
 
