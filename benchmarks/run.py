@@ -13,7 +13,13 @@ alternate, so both see the same machine load):
     with the floors (a do-nothing mode; plus a Python hook per node that reads nothing;
     plus hooks that read each gradient's head) and the trace without each recording feature;
 (d) the peak memory a snapshot allocates (``tracemalloc``), per graph node;
-(e) the seconds and megabytes of a 6-layer transformer's backward replay page.
+(e) the seconds and megabytes of a 6-layer transformer's backward replay page;
+(f) issue 24's targets, each beside the floor that bounds it (``benchmarks/floors.py``):
+    snapshot vs a walk recording ordered edges (and that walk plus flat saved reads) on a
+    1k chain, a 6-layer transformer and a resnet-ish conv net; snapshot + DOT vs torchviz
+    there; to_dot of 10k / 100k ops vs a text baseline; the trace on the tiny-op chain
+    (default, grads=False, both off, a loop written inline in the block) and on real models
+    (a 2-layer GPT-2 from its config, a resnet18-like net).
 
 It prints a table and writes JSON (default ``benchmarks/results.json``).
 """
@@ -442,6 +448,10 @@ def show(result: dict) -> None:
     print(f"{'workload':<32}{'steps':>7}{'trace s':>9}{'page s':>8}{'page MB':>9}")
     for r in result.get("replay", []):
         print(f"{r['workload']:<32}{r['steps']:>7}{r['trace_s']:>9.2f}{r['page_s']:>8.2f}{r['page_mb']:>9.2f}")
+    if "issue24" in result:
+        from floors import show_f
+
+        show_f(result["issue24"])
     print("\ntargets:")
     for k, v in result["targets"].items():
         print(f"  {k:<22} {v}")
@@ -486,6 +496,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--threads", type=int, default=1,
         help="torch intra-op threads (default 1: on a shared machine matmul threads fight other jobs; 0 keeps torch's default)",
     )
+    parser.add_argument("--skip-f", action="store_true", help="leave out part (f), issue 24's targets beside their floors")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -497,7 +508,13 @@ def main(argv: list[str] | None = None) -> dict:
     result["trace"] = part_c(repeats + repeats // 2, floor)
     result["memory"] = part_d(workloads)
     result["replay"] = part_e()
+    if not args.skip_f:
+        from floors import part_f, verdicts_f
+
+        result["issue24"] = part_f(interleaved, ratio, repeats, floor, _NopMode, _BareHookMode)
     result["targets"] = verdicts(result)
+    if "issue24" in result:
+        result["targets"].update(verdicts_f(result["issue24"]))
     result["machine"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     show(result)
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
@@ -506,5 +523,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     main()

@@ -1,0 +1,357 @@
+"""Issue 24's targets, each measured beside the floor it cannot go below, in one interleaved run.
+
+Part (f) of ``run.py``.  Every target is a ratio of medians of interleaved repeats, and every
+row prints the floor that bounds it from below:
+
+- snapshot: a walk of ``next_functions`` that records each node's ordered edges (what any
+  snapshot that keeps the graph's structure must do: "ordered walk"), and that walk plus a
+  read of every saved attribute (``getattr`` of each ``_saved_*``: "flat saved reads", what any
+  snapshot that shows saved tensors must do);
+- snapshot + DOT: ``torchviz.make_dot`` (the reference of the target) and writing torchviz's
+  content as plain text ("text");
+- to_dot of a prebuilt graph: one line per node and edge written as text ("text baseline");
+- trace: a ``TorchFunctionMode`` that only calls through ("nop mode") and that mode plus one
+  Python post-hook per backward node that reads nothing ("bare hooks": the floor of any
+  recorder of what flowed along every edge).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+import graphlens as gl
+
+try:
+    from graphlens.render import to_dot
+except Exception:  # noqa: BLE001
+    to_dot = None
+try:
+    from torchviz import make_dot
+except Exception:  # noqa: BLE001
+    make_dot = None
+
+__all__ = ["part_f", "show_f", "verdicts_f", "TARGETS_F"]
+
+#: Issue 24's targets (ratios; lower is better).
+TARGETS_F = {
+    "snapshot_nosaved_vs_ordered": 1.5, "snapshot_vs_ordered": 3.0, "dot_vs_torchviz": 0.5,
+    "to_dot_vs_text": 2.0, "to_dot_growth": 1.25,
+    "trace_mlp": 1.15, "trace_chain": 3.0, "trace_chain_nograds": 2.5, "trace_chain_lean": 2.2,
+    "trace_inline_vs_step": 1.2, "trace_models": 1.2,
+}
+
+
+# -- graphs ---------------------------------------------------------------------------------
+class _Block(torch.nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(cout)
+        self.conv2 = torch.nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride, bias=False), torch.nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return torch.relu(out + (x if self.down is None else self.down(x)))
+
+
+def resnet(widths=(16, 32, 64, 128), classes: int = 10) -> torch.nn.Module:
+    """A ResNet-18-shaped net (stem, four stages of two basic blocks, pooling, a linear head)."""
+    layers: list = [torch.nn.Conv2d(3, widths[0], 3, 1, 1, bias=False), torch.nn.BatchNorm2d(widths[0]), torch.nn.ReLU()]
+    cin = widths[0]
+    for k, w in enumerate(widths):
+        layers += [_Block(cin, w, 1 if k == 0 else 2), _Block(w, w, 1)]
+        cin = w
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(cin, classes)]
+    return torch.nn.Sequential(*layers)
+
+
+def chain_1k() -> Any:
+    x = torch.randn(2, requires_grad=True)
+    y = x
+    for _ in range(1000):
+        y = y * 1.0001
+    return y, x
+
+
+def chain_900() -> Any:  # (torchviz's recursion fails from ~985 ops: its comparison uses 900)
+    x = torch.randn(2, requires_grad=True)
+    y = x
+    for _ in range(900):
+        y = y * 1.0001
+    return y, x
+
+
+def transformer_6l() -> Any:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+    return model(torch.randn(2, 10, 64)).pow(2).mean(), model
+
+
+def resnetish() -> Any:
+    torch.manual_seed(0)
+    model = resnet()
+    return model(torch.randn(2, 3, 32, 32)).pow(2).mean(), model
+
+
+chain_1k.__name__, chain_900.__name__, transformer_6l.__name__, resnetish.__name__ = "chain 1k", "chain 900", "transformer 6L", "resnet-ish"
+
+
+# -- floors -----------------------------------------------------------------------------------
+def ordered_walk(root: torch.Tensor) -> list:
+    """Every node once, with its ``next_functions`` as ordered ``(child index, output_nr)``."""
+    index: dict = {}
+    rows: list = []
+    stack = [root.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in index:
+            continue
+        index[fn] = len(rows)
+        nf = fn.next_functions
+        rows.append(nf)
+        stack.extend(c for c, _ in reversed(nf))
+    return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
+
+
+_ATTRS: dict = {}
+
+
+def flat_saved_walk(root: torch.Tensor) -> list:
+    """:func:`ordered_walk` plus a plain read of every saved attribute of every node."""
+    index: dict = {}
+    rows: list = []
+    saved: list = []
+    stack = [root.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in index:
+            continue
+        index[fn] = len(rows)
+        nf = fn.next_functions
+        rows.append(nf)
+        attrs = _ATTRS.get(type(fn))
+        if attrs is None:
+            attrs = _ATTRS[type(fn)] = [a for a in dir(fn) if a.startswith("_saved_")]
+        row = []
+        for a in attrs:
+            try:
+                row.append(getattr(fn, a))
+            except RuntimeError:
+                row.append(None)
+        saved.append(row)
+        stack.extend(c for c, _ in reversed(nf))
+    return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
+
+
+def text_dot(g: gl.Graph) -> str:
+    """The text baseline: one DOT line per node (its id and a label) and per edge, written as
+    plain text from a prebuilt graph (what any writer of the same picture must produce)."""
+    lines = ["digraph {"]
+    for t in g.tensors:
+        lines.append(f'\t{t.id} [label="{t.name or ""} {t.shape}"]')
+    for o in g.ops:
+        lines.append(f'\t{o.id} [label="{o.name}"]')
+    for e in g.edges:
+        lines.append(f"\t{e.src} -> {e.dst}")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+# -- trace workloads ------------------------------------------------------------------------
+def tiny_chain_step(n: int) -> Callable[[], None]:
+    x = torch.randn(4, requires_grad=True)
+
+    def step():
+        x.grad = None
+        y = x
+        for _ in range(n // 2):
+            y = y * 1.0001
+            y = y + 0.5
+        y.sum().backward()
+    return step
+
+
+def _model_step(model: torch.nn.Module, batch: Any, loss_of: Callable[[Any], torch.Tensor]) -> Callable[[], None]:
+    def step():
+        for p in model.parameters():
+            p.grad = None
+        loss_of(model(batch)).backward()
+    return step
+
+
+def gpt2_2layer() -> Callable[[], None] | str:
+    try:
+        from transformers import GPT2Config, GPT2LMHeadModel
+    except Exception as exc:  # noqa: BLE001 - an optional extra
+        return f"transformers missing ({type(exc).__name__})"
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=64)
+    model = GPT2LMHeadModel(config)
+    ids = torch.randint(0, 1000, (2, 32))
+    return _model_step(model, ids, lambda out: out.logits.float().pow(2).mean())
+
+
+def resnet18_like() -> Callable[[], None]:
+    torch.manual_seed(0)
+    model = resnet(widths=(64, 128, 256, 512), classes=100)
+    return _model_step(model, torch.randn(1, 3, 64, 64), lambda out: out.pow(2).mean())
+
+
+# -- the part --------------------------------------------------------------------------------
+def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, nop_mode: type, bare_hooks: type) -> dict:
+    out: dict[str, Any] = {"snapshot": [], "dot": [], "to_dot": [], "trace": [], "models": []}
+    for build in (chain_1k, transformer_6l, resnetish):
+        root, keep = build()
+        gl.snapshot(root)
+        sides = {
+            "ordered": lambda: ordered_walk(root), "flat_saved": lambda: flat_saved_walk(root),
+            "nosaved": lambda: gl.snapshot(root, saved=False), "saved": lambda: gl.snapshot(root, saved=True),
+        }
+        res = interleaved(sides, repeats, floor)
+        out["snapshot"].append({
+            "graph": build.__name__, "ordered_ms": res["ordered"]["median_s"] * 1e3,
+            "flat_saved_vs_ordered": ratio(res, "flat_saved", "ordered"),
+            "snapshot_nosaved_vs_ordered": ratio(res, "nosaved", "ordered"),
+            "snapshot_vs_ordered": ratio(res, "saved", "ordered"),
+        })
+        del root, keep
+    for build in (chain_900, transformer_6l, resnetish):
+        root, keep = build()
+        if to_dot is not None and make_dot is not None:
+            res = interleaved({"gl": lambda: to_dot(gl.snapshot(root)).source, "tv": lambda: make_dot(root).source}, repeats, floor)
+            out["dot"].append({"graph": build.__name__, "graphlens_ms": res["gl"]["median_s"] * 1e3,
+                               "torchviz_ms": res["tv"]["median_s"] * 1e3, "dot_vs_torchviz": ratio(res, "gl", "tv")})
+        del root, keep
+    if to_dot is not None:
+        per_node = {}
+        for n in (10_000, 100_000):
+            x = torch.randn(2, requires_grad=True)
+            y = x
+            for _ in range(n):
+                y = y * 1.0001
+            g = gl.snapshot(y, saved=False)
+            _ = g.ops, g.edges
+            res = interleaved({"dot": lambda: to_dot(g).source, "text": lambda: text_dot(g)}, max(3, repeats // 3), floor)
+            per_node[n] = res["dot"]["median_s"] / n
+            out["to_dot"].append({"ops": n, "to_dot_ms": res["dot"]["median_s"] * 1e3, "text_ms": res["text"]["median_s"] * 1e3,
+                                  "to_dot_vs_text": ratio(res, "dot", "text")})
+            del g, y, x
+        out["to_dot_growth"] = per_node[100_000] / per_node[10_000]
+    step = tiny_chain_step(2000)
+    x = torch.randn(4, requires_grad=True)
+
+    def traced(**kw):
+        def run():
+            with gl.trace(**kw):
+                step()
+        return run
+
+    def inline():
+        with gl.trace():
+            x.grad = None
+            y = x
+            for _ in range(1000):
+                y = y * 1.0001
+                y = y + 0.5
+            y.sum().backward()
+
+    def with_mode(mode: type):
+        def run():
+            with mode():
+                step()
+        return run
+
+    sides = {"plain": step, "trace": traced(), "nograds": traced(grads=False), "lean": traced(grads=False, saved=False),
+             "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks)}
+    res = interleaved(sides, repeats + repeats // 2, floor)
+    out["trace"].append({
+        "workload": "2,000-op chain, 4 elements", "plain_ms": res["plain"]["median_s"] * 1e3,
+        "trace_chain": ratio(res, "trace", "plain"), "trace_chain_nograds": ratio(res, "nograds", "plain"),
+        "trace_chain_lean": ratio(res, "lean", "plain"), "trace_inline_vs_step": ratio(res, "inline", "trace"),
+        "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
+    })
+    for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
+        step_m = make()
+        if isinstance(step_m, str):
+            out["models"].append({"workload": name, "skipped": step_m})
+            continue
+
+        def traced_m(step_m=step_m):
+            with gl.trace():
+                step_m()
+
+        sides = {"plain": step_m, "trace": traced_m, "mode": lambda step_m=step_m: _under(nop_mode, step_m),
+                 "bare": lambda step_m=step_m: _under(bare_hooks, step_m)}
+        res = interleaved(sides, max(5, repeats // 2), floor)
+        out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
+                              "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain")})
+    return out
+
+
+def _under(mode: type, step: Callable[[], None]) -> None:
+    with mode():
+        step()
+
+
+def show_f(f: dict) -> None:
+    print("\n(f) issue 24's targets, each beside its floor")
+    print(f"{'graph':<16}{'ordered ms':>11}{'flat saved':>11}{'snap saved=F':>13}{'target':>7}{'snap saved':>11}{'target':>7}")
+    for r in f["snapshot"]:
+        print(f"{r['graph']:<16}{r['ordered_ms']:>11.2f}{r['flat_saved_vs_ordered']:>11.2f}{r['snapshot_nosaved_vs_ordered']:>13.2f}"
+              f"{TARGETS_F['snapshot_nosaved_vs_ordered']:>7.2f}{r['snapshot_vs_ordered']:>11.2f}{TARGETS_F['snapshot_vs_ordered']:>7.2f}")
+    for r in f["dot"]:
+        print(f"  snapshot+to_dot / make_dot, {r['graph']}: {r['dot_vs_torchviz']:.2f}x (target {TARGETS_F['dot_vs_torchviz']}x;"
+              f" {r['graphlens_ms']:.1f} ms vs {r['torchviz_ms']:.1f} ms)")
+    for r in f["to_dot"]:
+        print(f"  to_dot of a {r['ops']:,}-op chain: {r['to_dot_ms']:.0f} ms, {r['to_dot_vs_text']:.2f}x the text baseline"
+              f" (target {TARGETS_F['to_dot_vs_text']}x)")
+    if "to_dot_growth" in f:
+        print(f"  to_dot time per node at 100k / at 10k: {f['to_dot_growth']:.2f} (linear: <= {TARGETS_F['to_dot_growth']})")
+    for r in f["trace"]:
+        print(f"  {r['workload']}: trace {r['trace_chain']:.2f}x (target {TARGETS_F['trace_chain']}), grads=False {r['trace_chain_nograds']:.2f}x"
+              f" (target {TARGETS_F['trace_chain_nograds']}), grads and saved off {r['trace_chain_lean']:.2f}x (target {TARGETS_F['trace_chain_lean']});"
+              f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x; inline loop / step() {r['trace_inline_vs_step']:.2f}"
+              f" (target {TARGETS_F['trace_inline_vs_step']})")
+    for r in f["models"]:
+        if "skipped" in r:
+            print(f"  {r['workload']}: {r['skipped']}")
+        else:
+            print(f"  {r['workload']}: trace {r['trace_vs_plain']:.2f}x plain (target {TARGETS_F['trace_models']}; {r['plain_ms']:.1f} ms plain);"
+                  f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x")
+
+
+def verdicts_f(f: dict) -> dict[str, str]:
+    out = {}
+
+    def say(key: str, value: float, floor: str = "") -> str:
+        target = TARGETS_F[key]
+        return f"{value:.2f} (target <= {target}): {'met' if value <= target else 'missed'}{'; ' + floor if floor else ''}"
+
+    for r in f["snapshot"]:
+        out[f"snapshot_nosaved_vs_ordered[{r['graph']}]"] = say("snapshot_nosaved_vs_ordered", r["snapshot_nosaved_vs_ordered"])
+        out[f"snapshot_vs_ordered[{r['graph']}]"] = say(
+            "snapshot_vs_ordered", r["snapshot_vs_ordered"], f"floor: flat saved reads {r['flat_saved_vs_ordered']:.2f}")
+    for r in f["dot"]:
+        out[f"dot_vs_torchviz[{r['graph']}]"] = say("dot_vs_torchviz", r["dot_vs_torchviz"])
+    for r in f["to_dot"]:
+        out[f"to_dot_vs_text[{r['ops']}]"] = say("to_dot_vs_text", r["to_dot_vs_text"])
+    if "to_dot_growth" in f:
+        out["to_dot_growth"] = say("to_dot_growth", f["to_dot_growth"])
+    for r in f["trace"]:
+        floors = f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
+        for key in ("trace_chain", "trace_chain_nograds", "trace_chain_lean"):
+            out[key] = say(key, r[key], floors)
+        out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"])
+    for r in f["models"]:
+        if "skipped" not in r:
+            out[f"trace_models[{r['workload']}]"] = say(
+                "trace_models", r["trace_vs_plain"], f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}")
+    return out
