@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import heapq
 import re
+import shutil
+from pathlib import Path
 from typing import Any, Mapping
 
 import graphviz
@@ -40,6 +42,45 @@ class Diagram(graphviz.Digraph):
         if wanted("text/plain") or not bundle:
             bundle["text/plain"] = text
         return bundle
+
+    def pipe(self, format: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        """As ``graphviz.Digraph.pipe``; without Graphviz's ``dot`` (a pip-only install) the
+        layout program graphlens finds (``graphviz-pure``) lays the diagram out."""
+        if shutil.which("dot") is not None or args or kwargs.get("renderer") or kwargs.get("formatter"):
+            return super().pipe(format, *args, **kwargs)
+        from .output import layout
+
+        data = layout(self.source, format or self.format)
+        encoding = kwargs.get("encoding")
+        return data.decode(encoding) if encoding else data
+
+    def render(self, filename: Any = None, directory: Any = None, view: bool = False, cleanup: bool = False,
+               format: str | None = None, *args: Any, outfile: Any = None, **kwargs: Any) -> str:
+        """As ``graphviz.Digraph.render`` (the DOT source saved as ``filename``, the picture
+        as ``filename.format``; ``cleanup=True`` removes the source; ``outfile=`` names the
+        picture); without Graphviz's ``dot`` (a pip-only install) the layout program graphlens
+        finds (``graphviz-pure``: svg, png, jpeg) lays it out.  Returns the picture's path."""
+        if shutil.which("dot") is not None or args or kwargs.get("renderer") or kwargs.get("formatter") or view:
+            return super().render(filename, directory, view, cleanup, format, *args, outfile=outfile, **kwargs)
+        from .output import check_target, layout
+
+        if outfile is not None:
+            out = Path(outfile)
+            fmt = format or out.suffix.lstrip(".") or self.format
+            source_path = Path(filename if filename is not None else out.with_suffix(".gv"))
+            if directory is not None and filename is not None:
+                source_path = Path(directory) / source_path
+        else:
+            fmt = format or self.format
+            source_path = Path(directory or self.directory or "") / (filename if filename is not None else self.filename)
+            out = Path(f"{source_path}.{fmt}")
+        check_target(out)
+        data = layout(self.source, fmt)
+        saved = Path(self.save(source_path.name, str(source_path.parent)))
+        out.write_bytes(data)
+        if cleanup:
+            saved.unlink()
+        return str(out)
 
 
 def topological(nodes: list[Node], edges: list[Edge]) -> list[Node]:
