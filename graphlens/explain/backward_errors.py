@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import linecache
 import re
 from typing import Any
@@ -12,6 +13,7 @@ from .._facts import dtype_name, read_saved
 from ..graph import FREED, MODIFIED, OpNode
 from .context import TENSOR_TYPES, Context, root_graph, root_label
 from .live import shares_memory
+from .optim_errors import modified_parameter, stale_parameter
 from .paths import PathView
 from .types import Explanation
 
@@ -152,9 +154,30 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
     reasons = ["graph_freed"]
     name, shared = None, False
     fix = None
-    nodes, _ = _walk(ctx.root) if ctx.root else ([], {})
+    total = _running_total(ctx)
+    nodes, _ = _walk(ctx.root) if ctx.root and total is None else ([], {})
     split = _split(nodes) if nodes else None
-    if split is not None:
+    if total is not None:
+        name, acc_line, acc_code, earlier = total
+        reasons.append("carried_state")
+        added = _addend(acc_code, name)
+        if earlier:
+            held = (f"the graphs of the losses added before the earlier {name}.backward() at line {earlier[0]} "
+                    f"({earlier[1]}), which that backward freed")
+        else:
+            held = (f"the graphs of the losses of the earlier iterations, which this same line freed when it ran in "
+                    f"those iterations (the total is started before the loop, not in it)")
+        sentences.append(
+            f"{name} is a running total: line {acc_line} ({acc_code}) adds each new loss to it, so {name} still holds "
+            f"{held}; {call} goes back through them again."
+        )
+        fix = (
+            f"Start {name} afresh for each backward ({name} = 0 before the losses that backward is for), so that it "
+            f"holds only the new losses; if {name} is a running total to print or log, add numbers instead: "
+            f"{name} += {added}.item() (or {added}.detach())."
+        )
+        split = -1  # (no listing of freed nodes: which pass freed which is not known without a trace)
+    elif split is not None:
         name, shared, boundary = _carried(nodes, split, ctx)
         old = [n for n in nodes if n.seq < split and n.freed]
         shown = [f"{type(n.fn).__name__} ({', '.join(n.freed)})" for n in sorted(old, key=lambda n: -n.seq)[:4]]
@@ -195,6 +218,9 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
         # One graph, backpropagated before (the same loss twice): what it freed.
         view = PathView(gr)
         freed_ops = [o for o in gr.ops if any(e.state is FREED for e in o.saved)]
+        ran = _ran_in_failing_pass(trace)
+        if ran is not None:  # a trace saw which nodes the failing call itself ran (and freed) before it stopped
+            freed_ops = [o for o in freed_ops if o.id not in ran]
 
         def describe(o: OpNode) -> str:
             made = [view.t(t).name for t in view.adj.outputs.get(o.id, ()) if view.t(t).name]
@@ -203,7 +229,8 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
 
         if freed_ops:
             more = f" and {len(freed_ops) - 4} more" if len(freed_ops) > 4 else ""
-            sentences.append(f"Saved tensors freed: {', '.join(describe(o) for o in freed_ops[:4])}{more}.")
+            head = "Freed by an earlier backward" if ran is not None else "Nodes of this graph whose saved tensors are freed now"
+            sentences.append(f"{head}: {', '.join(describe(o) for o in freed_ops[:4])}{more}.")
             path = [r.id for r in gr.roots] + [o.id for o in freed_ops]
             for o in freed_ops:
                 path.extend(view.adj.outputs.get(o.id, ()))
@@ -214,12 +241,87 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
             "In a loop, a tensor carried over from the previous iteration (a hidden state, a running total) "
             "also links to the old graph: detach() it at the end of each iteration."
         )
-    where = _feed_line(ctx, name) if "carried_state" in reasons else None
+    where = _feed_line(ctx, name) if "carried_state" in reasons and total is None else (total[1:3] if total else None)
     return Explanation(
         reasons, sentences, fix=fix, graph=gr, message=message, path=[p for p in path if gr is not None and p in gr],
         tensor_name=name or (root if root != "the output" else None),
         line=where[1] if where else None, lineno=where[0] if where else None,
     )
+
+
+def _ran_in_failing_pass(trace) -> set[str] | None:
+    """The op ids a trace saw run in the backward call that failed (its last one), or None
+    without a trace (or one that recorded no backward)."""
+    if trace is None:
+        return None
+    try:
+        rp = trace.replay()
+    except Exception:  # noqa: BLE001 - grads=False, or a trace that cannot build its graph
+        return None
+    if not rp.passes:
+        return None
+    return {s.op for s in rp.steps if s.backward == rp.passes - 1}
+
+
+_ACCUMULATE = r"^\s*{v}\s*(?:\+=|=\s*{v}\s*\+)(?!=)"
+
+
+def _running_total(ctx: Context) -> tuple[str, int, str, tuple[int, str] | None] | None:
+    """``(variable, line, code, earlier backward)`` when the failing backward is a running
+    total's: the root is a variable that the failing function adds losses to (``loss +=
+    loss_t``, ``total = total + loss``) and that an earlier backward already went through:
+    this same backward in an earlier iteration of a loop the total was started outside
+    of, or an earlier ``total.backward()`` line with no fresh start of the total since
+    (``earlier`` is that line).  Read from the code, and checked on the live root: its
+    grad_fn is the addition."""
+    if not ctx.root or ctx.frame is None or not ctx.lineno:
+        return None
+    root = ctx.root[0]
+    name = ctx.name_of(root)
+    fn = root.grad_fn
+    if not name or not name.isidentifier() or fn is None or not type(fn).__name__.startswith("Add"):
+        return None
+    tree, lines = _source(ctx)
+    if tree is None:
+        return None
+    code = ctx.frame.f_code
+    first, fail = code.co_firstlineno, ctx.lineno
+    acc = re.compile(_ACCUMULATE.format(v=re.escape(name)))
+    adds = [ln for ln in range(first, fail) if ln <= len(lines) and acc.search(lines[ln - 1])]
+    if not adds:
+        return None
+    add = adds[-1]
+    assigns = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign) and first <= n.lineno < fail
+               and any(isinstance(t, ast.Name) and t.id == name for t in n.targets) and not acc.search(lines[n.lineno - 1])]
+    back = re.compile(rf"(?<![\w.]){re.escape(name)}\.backward\(")
+    earlier = [ln for ln in range(first, add) if back.search(lines[ln - 1])
+               and not any(ln < a < add for a in assigns)]
+    if earlier:
+        return name, add, lines[add - 1].strip(), (earlier[-1], lines[earlier[-1] - 1].strip())
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and n.lineno < add and fail <= (n.end_lineno or 0)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    started = [a for a in assigns if a < loop.lineno]
+    inside = [a for a in assigns if loop.lineno <= a <= (loop.end_lineno or 0)]
+    if started and not inside:
+        return name, add, lines[add - 1].strip(), None
+    return None
+
+
+def _source(ctx: Context):
+    lines = linecache.getlines(ctx.frame.f_code.co_filename)
+    try:
+        return ast.parse("".join(lines)), lines
+    except (SyntaxError, ValueError):
+        return None, lines
+
+
+def _addend(code: str, name: str) -> str:
+    """What a running-total line adds: ``loss_t`` of ``loss += loss_t``."""
+    m = re.search(rf"{re.escape(name)}\s*(?:\+=|=\s*{re.escape(name)}\s*\+)\s*(.+)", code)
+    value = m.group(1).split("#")[0].strip() if m else "loss"
+    return value if re.fullmatch(r"[\w.\[\]]+", value) else f"({value})"
 
 
 def _feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
@@ -295,6 +397,10 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
                     savers.append(o)
                     tid = tid or e.tensor
                     break
+    change = modified_parameter(ctx, shape, dtype, ver, producer)
+    if change is not None:  # a leaf that requires grad: only a change under no_grad (a step()) can have done it
+        return stale_parameter(message, gr, ctx, change, savers, shape, ver, exp, changes_in_place=_changes_in_place,
+                               lead=_modifier_lead(ctx, change.name))
     if view is not None and tid is not None:
         node = view.t(tid)
         name = node.name or next((t.name for t in gr.tensors if t.name and t.op and t.op == node.op), None)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import linecache
 import re
+import sys
 from types import FrameType, TracebackType
+from typing import Any
 
 import torch
 
@@ -15,7 +17,10 @@ from ..names import frame_candidates
 from ..snapshot import snapshot
 from .live import find_live
 
-__all__ = ["Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op", "assignment_line"]
+__all__ = [
+    "Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op", "assignment_line", "frame_objects",
+    "as_code",
+]
 
 TENSOR_TYPES = {
     "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16", "BFloat16Tensor": "bfloat16",
@@ -35,12 +40,20 @@ class Context:
         self.candidates: list[tuple[str, torch.Tensor]] = []
         self.root: list[torch.Tensor] = []
         self.inputs: list[torch.Tensor] = []  # what a failing torch.autograd.grad was asked about
+        #: torch's own frames of the traceback, outermost first (released by close()): where
+        #: an error raised inside torch came from (``add_param_group``'s ``param``, ``F.relu``).
+        self.torch_frames: list[FrameType] = []
+        #: the user's frames of the traceback with their lines, outermost first (released by close())
+        self.user_frames: list[tuple[FrameType, int]] = []
+        self.caller = caller  # the frame that asked for the explanation (released by close())
+        self._objects: list[tuple[str, Any]] | None = None
         tb: TracebackType | None = getattr(exc, "__traceback__", None)
         user = None
         while tb is not None:
             frame = tb.tb_frame
             module = frame.f_globals.get("__name__", "") or ""
             if module == "torch" or module.startswith("torch."):
+                self.torch_frames.append(frame)
                 if frame.f_code.co_name in ("backward", "grad", "_engine_run_backward") and not self.root:
                     local = frame.f_locals
                     for key in ("t_outputs", "tensors", "outputs", "self"):
@@ -56,6 +69,7 @@ class Context:
                 pass  # (NumPy converting a tensor it was given: the user's line is the call into it)
             elif not _names.is_internal(module) and not module.startswith("graphlens.") and frame.f_code.co_name != _names.CALLER_NAME:
                 user = (frame, tb.tb_lineno)
+                self.user_frames.append(user)
             tb = tb.tb_next
         if user is not None:
             frame, lineno = user
@@ -85,11 +99,89 @@ class Context:
                 return name
         return None
 
+    def torch_local(self, function: str, name: str, default: Any = None) -> Any:
+        """The local ``name`` of the innermost torch frame of the traceback running ``function``
+        (``torch_local("add_param_group", "param")``: the tensor an optimizer refused)."""
+        for frame in reversed(self.torch_frames):
+            if frame.f_code.co_name == function:
+                return frame.f_locals.get(name, default)
+        return default
+
+    def torch_called(self, function: str) -> bool:
+        """Whether the traceback passes through a torch frame running ``function``."""
+        return any(f.f_code.co_name == function for f in self.torch_frames)
+
+    def objects(self, kind: type | tuple[type, ...]) -> list[tuple[str, Any]]:
+        """``(name, object)`` of the values of ``kind`` the user's frames hold (the raising
+        frame, then the asking one): variables, then the submodules of modules
+        (``D.2``, ``self.relu``), as :func:`frame_objects` reads them."""
+        if self._objects is None:
+            seen: set[int] = set()
+            self._objects = []
+            for frame in (self.frame, self.caller):
+                for name, obj in frame_objects(frame):
+                    if id(obj) not in seen:
+                        seen.add(id(obj))
+                        self._objects.append((name, obj))
+        return [(n, o) for n, o in self._objects if isinstance(o, kind)]
+
+    def object_name(self, obj: Any) -> str | None:
+        """The name the user's frames give ``obj`` (see :meth:`objects`)."""
+        return next((n for n, o in self.objects(object) if o is obj), None)
+
     def close(self) -> None:
         self.candidates.clear()
         self.root.clear()
         self.inputs.clear()
-        self.frame = self.exc = None
+        self.torch_frames.clear()
+        self.user_frames.clear()
+        self._objects = None
+        self.frame = self.exc = self.caller = None
+
+
+def _wanted(value: Any) -> bool:
+    """The objects :func:`frame_objects` reports: the ones an explanation names."""
+    if isinstance(value, type):
+        return issubclass(value, torch.autograd.Function)
+    return isinstance(value, (torch.nn.Module, torch.optim.Optimizer))
+
+
+_CO_OPTIMIZED = 0x1
+_UNHELD_REFS = 3  # (see graphlens.names: the frame's cached locals dict that only the frame holds)
+
+
+def frame_objects(frame: FrameType | None) -> list[tuple[str, Any]]:
+    """``(name, object)`` of the modules, optimizers and autograd.Function classes a frame's variables hold (its
+    locals, then its globals), then the submodules of each module under dotted names.
+
+    Reads ``f_locals`` the way :func:`graphlens.names.frame_candidates` does: the dict
+    Python < 3.13 caches on the frame is emptied again when nobody else holds it."""
+    if frame is None:
+        return []
+    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
+    local_map = frame.f_locals
+    try:
+        items = [(k, v) for k, v in local_map.items() if _wanted(v)]
+    finally:
+        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
+            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
+                local_map.clear()
+        del local_map
+    if is_function:
+        items += [(k, v) for k, v in frame.f_globals.items() if _wanted(v)]
+    out: list[tuple[str, Any]] = []
+    later: list[tuple[str, Any]] = []
+    for key, value in items:
+        if not isinstance(key, str) or (key.startswith("_") and key != "__class__"):
+            continue
+        out.append((key, value))
+        if isinstance(value, torch.nn.Module):
+            try:
+                later.extend((f"{key}.{sub}", m) for sub, m in value.named_modules() if sub)
+            except Exception:  # noqa: BLE001 - a broken module must not break an explanation
+                pass
+    del items
+    return out + later
 
 
 def short(message: str) -> str:
@@ -156,3 +248,8 @@ def assignment_line(frame: FrameType | None, lineno: int | None, name: str | Non
         if pattern.match(lines[ln - 1]):
             return ln, lines[ln - 1].strip()
     return None, None
+
+
+def as_code(name: str) -> str:
+    """A dotted name as Python code: ``model.1`` (a Sequential's second module) -> ``model[1]``."""
+    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", name)

@@ -2,65 +2,63 @@
 
 from __future__ import annotations
 
-import ast
-import keyword
-import linecache
 import re
 from collections import deque
-from types import FrameType
-from typing import NamedTuple
+
+import torch
 
 from .facts import region_kind
+from .leads import _strip_comment, code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
+from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
 
-__all__ = ["Cut", "traced_cut", "traced_cut_between", "code_cut", "origin_cut", "cut_fix", "rebinding", "rebind_fix", "INTEGER_DTYPE_NAMES"]
-
-#: dtype names of the records that can never carry a gradient.
-INTEGER_DTYPE_NAMES = frozenset({"int64", "int32", "int16", "int8", "uint8", "bool", "uint16", "uint32", "uint64"})
-
-#: Calls (methods or torch functions) whose result carries no gradient, read from code:
-#: name -> the reason code of the cut they make.
-_CODE_CUTS = {
-    "argmax": "cut_by_integer_op", "argmin": "cut_by_integer_op", "argsort": "cut_by_integer_op",
-    "long": "cut_by_integer_op", "int": "cut_by_integer_op", "bool": "cut_by_integer_op", "short": "cut_by_integer_op",
-    "byte": "cut_by_integer_op", "char": "cut_by_integer_op", "nonzero": "cut_by_integer_op",
-    "item": "cut_by_python_value", "tolist": "cut_by_python_value", "numpy": "cut_by_python_value",
-    "tensor": "cut_by_python_value", "Tensor": "cut_by_python_value", "FloatTensor": "cut_by_python_value",
-    "DoubleTensor": "cut_by_python_value", "LongTensor": "cut_by_python_value", "as_tensor": "cut_by_python_value",
-    "from_numpy": "cut_by_python_value", "new_tensor": "cut_by_python_value",
-    "detach": "cut_by_detach",
-}
-#: Factories that copy values into a new tensor without history.
-_REWRAPS = frozenset({"tensor", "as_tensor", "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "from_numpy", "new_tensor"})
-#: ``torch.max(x, dim)[1]``, ``x.max(1)[1]``, ``.indices``: the indices of a reduction.
-_INDEXED = {"max", "min", "sort", "topk", "kthvalue", "mode", "median"}
+__all__ = [
+    "Cut", "traced_cut", "traced_cut_between", "code_cut", "origin_cut", "cut_fix", "rebinding", "rebind_fix",
+    "INTEGER_DTYPE_NAMES", "CODE_CUTS", "INDEXED", "NONDIFFERENTIABLE", "ZERO_DERIVATIVE",
+]
 
 
-class Cut(NamedTuple):
-    """One place where the gradient path stops.
-
-    ``kind`` is the reason code (``cut_by_integer_op``, ``cut_by_python_value``,
-    ``cut_by_detach``, ``cut_by_no_grad``); ``op`` the operation (``"argmax"``,
-    ``"item"``); ``node`` the graph node id where it happens (None when read from code);
-    ``tensor`` the variable the cut made; ``line``/``code`` where in the program;
-    ``text`` one sentence saying so; ``path`` node ids to highlight; ``known``: False
-    when graphlens read it from the source code rather than saw it happen."""
-
-    kind: str
-    op: str | None
-    node: str | None
-    tensor: str | None
-    line: int | None
-    code: str | None
-    text: str
-    path: tuple[str, ...] = ()
-    known: bool = True
+def _cap(label: str) -> str:
+    """A label at the start of a sentence (``an unnamed tensor (t3)`` -> ``An unnamed tensor (t3)``)."""
+    return label[0].upper() + label[1:] if label.startswith("an unnamed") else label
 
 
 def _where(line: int | None, code: str | None) -> str:
     if line is not None and code:
         return f"line {line} ({code})"
     return f"line {line}" if line is not None else ""
+
+
+def _differentiable(forward: str | None) -> bool:
+    """Whether torch has a backward node for the forward op ``forward`` (``exp`` ->
+    ``ExpBackward0``): read from torch's own table of backward nodes, so an op it lists is
+    one that records a graph when an input requires grad."""
+    if not forward:
+        return False
+    bare = forward.strip("_")
+    names = [bare, bare[1:]] if forward.startswith("__r") else [bare]  # (__rsub__: rsub or sub)
+    for n in names:
+        camel = "".join(p.capitalize() for p in n.rstrip("_").split("_") if p)
+        if camel and any(hasattr(torch._C._functions, f"{camel}Backward{k}") for k in range(3)):
+            return True
+    return False
+
+
+def _fact(view: PathView, tid: str | None, fact: str) -> tuple:
+    return (tid, fact, getattr(view.t(tid), fact)) if tid else ()
+
+
+def _checkpoint_inputs(view: PathView, op) -> list[str]:
+    """The tensors that entered the no_grad region of ``op`` from outside it (not made in the
+    region, not parameters): the inputs the reentrant checkpoint was given."""
+    region_ops = [o.id for o in view.g.ops if o.region == op.region and o.line == op.line]
+    out = []
+    for j in region_ops:
+        for i in view.adj.inputs.get(j, ()):
+            t = view.t(i)
+            if t.region != op.region and not t.is_parameter and i not in out:
+                out.append(i)
+    return out
 
 
 def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> Cut | None:
@@ -73,6 +71,7 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
     src = view.label(ins[0])
     where = _where(op.line, op.code)
     at = f" at {where}" if where else ""
+    facts = ((op_id, "op", op.forward), _fact(view, ins[0], "requires_grad")) + ((_fact(view, out_id, "requires_grad"),) if out_id else ())
     if op.region is not None and op.name is None:
         made = f" made {view.label(out_id)}" if out_id else ""
         lhs = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", op.code or "")
@@ -83,27 +82,74 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
                 f"{op.forward}{at} rebound {target} to a new tensor made inside torch.{region_kind(op.region)}(): a leaf "
                 f"that does not require grad, no longer the {target} that requires grad."
             )
-            return Cut("rebound_leaf", op.forward, op_id, target, op.line, op.code, text, tuple(path))
+            return Cut("rebound_leaf", op.forward, op_id, target, op.line, op.code, text, tuple(path), facts=facts)
+        if any(c in (op.code or "") for c in CHECKPOINTS) and region_kind(op.region) == "no_grad":
+            given = _checkpoint_inputs(view, op)
+            plain = [i for i in given if not view.t(i).requires_grad]
+            if given and len(plain) == len(given):
+                names = ", ".join(view.label(i) for i in plain)
+                text = (
+                    f"The call at {where or 'the checkpoint line'} runs its function through the reentrant torch.utils.checkpoint "
+                    f"(use_reentrant=True), which computes it inside torch.no_grad() ({op.forward} there{made}) and gives "
+                    f"the result a graph only when one of the tensors passed to checkpoint requires grad; {names} "
+                    f"{'does' if len(plain) == 1 else 'do'} not require grad, so the result has no graph and the "
+                    f"parameters inside, {src} among them, get no gradient."
+                )
+                facts = facts + tuple(_fact(view, i, "requires_grad") for i in plain)
+                return Cut("cut_by_checkpoint", "checkpoint", op_id, view.label(out_id) if out_id else None, op.line,
+                           op.code, text, tuple(path), facts=facts)
         text = (
             f"On the way, {op.forward or 'an operation'}{at}{made} inside torch.{region_kind(op.region)}(), which "
             f"records no graph, so the gradient path from {src} stops there."
         )
-        return Cut("cut_by_no_grad", op.forward, op_id, view.label(out_id) if out_id else None, op.line, op.code, text, tuple(path))
+        return Cut("cut_by_no_grad", op.forward, op_id, view.label(out_id) if out_id else None, op.line, op.code, text, tuple(path), facts=facts)
     if out is not None and out.dtype in INTEGER_DTYPE_NAMES:
         text = (
             f"The gradient path is cut at {op.forward}{at}: it turns {src} into {out.dtype} values, and no gradient "
             f"passes an integer or bool tensor, so {view.label(out_id)} and everything computed from it do not require grad."
         )
-        return Cut("cut_by_integer_op", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path))
-    if out is not None and (op.forward or "") in _REWRAPS:
+        return Cut("cut_by_integer_op", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path), facts=facts)
+    if out is not None and (op.forward or "") in REWRAPS:
         text = (
             f"torch.{op.forward}{at} copies the values of {src} into a new tensor without history, so "
             f"{view.label(out_id)} does not require grad and the gradient path stops there."
         )
-        return Cut("cut_by_python_value", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path))
+        return Cut("cut_by_python_value", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path), facts=facts)
     if out is None and (op.forward or "") in {"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__"}:
         text = f"{op.forward}(){at} took the value of {src} out of the graph as a plain number."
-        return Cut("cut_by_python_value", op.forward, op_id, None, op.line, op.code, text, tuple(path))
+        return Cut("cut_by_python_value", op.forward, op_id, None, op.line, op.code, text, tuple(path), facts=facts)
+    if out is None or op.name is not None or op.region is not None:
+        return None
+    if (op.forward or "") in NONDIFFERENTIABLE:
+        what = NONDIFFERENTIABLE[op.forward]
+        text = (
+            f"The gradient path is cut at {op.forward}{at}: {op.forward} has no gradient in PyTorch (it makes {what}), "
+            f"so although {src} requires grad, {view.label(out_id)} has no grad_fn and nothing computed from it reaches "
+            f"{src}."
+        )
+        return Cut("cut_by_nondifferentiable_op", op.forward, op_id, view.label(out_id), op.line, op.code, text,
+                   tuple(path), facts=facts)
+    late = _flag_set_after(view, op_id, ins[0])
+    if late is not None or _differentiable(op.forward):
+        then = f" ({late[1]} at {_where(late[2], late[3])})" if late is not None and late[2] else ""
+        text = (
+            f"{_cap(src)} requires grad now, but when {op.forward}{at} used it, it did not yet: {op.forward} records a graph "
+            f"whenever an input requires grad, and it made {view.label(out_id)} without one. requires_grad was switched on "
+            f"afterwards{then}; PyTorch decides at each operation, from the flags its inputs have at that moment, whether "
+            f"to record it, so the graph was built before the flag was set."
+        )
+        return Cut("requires_grad_set_late", op.forward, op_id, src, op.line, op.code, text, tuple(path), facts=facts)
+    return None
+
+
+def _flag_set_after(view: PathView, op_id: str, tid: str) -> tuple[str, str, int | None, str | None] | None:
+    """``(op id, call, line, code)`` of a ``requires_grad_()`` call on the tensor ``tid``
+    recorded after the op ``op_id`` used it, or None."""
+    n = int(op_id[2:])
+    for j in view.adj.consumers.get(tid, ()):
+        o = view.o(j)
+        if o.forward == "requires_grad_" and int(j[2:]) > n:
+            return j, "requires_grad_()", o.line, o.code
     return None
 
 
@@ -143,7 +189,7 @@ def _rewrap_lead(view: PathView, leaf_id: str) -> Cut | None:
     (a detach(), an .item(), a .numpy()): a lead, not a certainty, since graphlens does
     not see where the numbers went in between."""
     leaf = view.t(leaf_id)
-    if leaf.made_by not in _REWRAPS:
+    if leaf.made_by not in REWRAPS:
         return None
     n = int(leaf.id[1:])
     leads = [
@@ -170,10 +216,14 @@ def _rewrap_lead(view: PathView, leaf_id: str) -> Cut | None:
                tuple(p for p in (src, leaf_id) if p), known=False)
 
 
-def traced_cut(view: PathView, tid: str) -> Cut | None:
+def traced_cut(view: PathView, tid: str, origins: dict | None = None) -> Cut | None:
     """Where the traced tensor ``tid``, which does not require grad, lost the gradient of
-    the tensors it was computed from: the closest detach(), no_grad op, integer-output op,
-    or value that left the graph and came back (None when it never had one)."""
+    the tensors it was computed from: the closest detach(), no_grad op, integer-output or
+    non-differentiable op, requires_grad switched on too late, value that left the graph and
+    came back, or gradient computed without create_graph; else, when every parameter it was
+    computed from is frozen, that (None when it never had a gradient to lose).  ``origins``
+    (the trace's ``{tensor id: (file, line)}`` of tensors first seen where they were used)
+    lets the code say how such a tensor was made: a lead."""
     seen = {tid}
     queue: deque[tuple[str, list[str]]] = deque([(tid, [tid])])
     while queue:
@@ -183,7 +233,8 @@ def traced_cut(view: PathView, tid: str) -> Cut | None:
             src = view.t(t.detached_from)
             if src.requires_grad:
                 text = f"{view.label(node)} = {view.label(src.id)}.detach() cuts the gradient path: a new leaf that does not require grad."
-                return Cut("cut_by_detach", "detach", node, view.label(node), None, None, text, tuple([src.id] + path[::-1]))
+                return Cut("cut_by_detach", "detach", node, view.label(node), None, None, text, tuple([src.id] + path[::-1]),
+                           facts=(_fact(view, src.id, "requires_grad"), _fact(view, node, "requires_grad")))
             nxt = [src.id]
         elif t.op is not None:
             cut = _op_cut(view, t.op, node, [t.op] + path)
@@ -191,7 +242,8 @@ def traced_cut(view: PathView, tid: str) -> Cut | None:
                 return cut._replace(path=tuple([i for i in view.adj.inputs.get(t.op, ())] + list(cut.path)))
             nxt = list(view.adj.inputs.get(t.op, ()))
         else:
-            cut = _rewrapped(view, node) or _rewrap_lead(view, node)
+            cut = (_late_leaf(view, node, path) or _rewrapped(view, node) or _rewrap_lead(view, node)
+                   or _gradient_leaf(view, node, origins))
             if cut is not None:
                 return cut._replace(path=cut.path + tuple(path[1:][::-1]))
             nxt = []
@@ -199,7 +251,128 @@ def traced_cut(view: PathView, tid: str) -> Cut | None:
             if n not in seen:
                 seen.add(n)
                 queue.append((n, path + [n]))
-    return None
+    return _frozen(view, tid, seen)
+
+
+def _unwired_leaf(view: PathView, leaf_id: str, op_id: str, path: list[str]) -> Cut | None:
+    """The op ``op_id`` recorded a backward node, and the leaf ``leaf_id`` it took as an input
+    requires grad now, but that node does not lead to the leaf's AccumulateGrad: the leaf did
+    not require grad yet when the op ran (its flag was switched on afterwards)."""
+    if not leaf_id.startswith("t"):
+        return None
+    leaf, op = view.t(leaf_id), view.o(op_id)
+    if op.name is None or op.is_accumulate_grad or not leaf.is_leaf or not leaf.requires_grad:
+        return None
+    nxt = view.adj.next
+    if not nxt.get(op_id):
+        return None  # (its next functions were not recorded: nothing is known of them)
+    acc, seen, stack = view.adj.accumulate_grad.get(leaf_id), {op_id}, [op_id]
+    while stack:  # (through TBackward0 and the like: a weight is often one node further)
+        for j in nxt.get(stack.pop(), ()):
+            if j == acc:
+                return None
+            if j not in seen:
+                seen.add(j)
+                stack.append(j)
+    name = view.label(leaf_id)
+    text = (
+        f"{_cap(name)} requires grad now, but {op.forward or op.name}{' at ' + _where(op.line, op.code) if op.line else ''} "
+        f"used it before that: its backward node {op.name} does not lead to {name} (no AccumulateGrad of {name} below "
+        f"its next functions), so {name} did not require grad yet when that line ran. requires_grad was switched on "
+        f"afterwards; PyTorch decides at each operation, from the flags its inputs have at that moment, whether to "
+        f"record it, so the graph was built before the flag was set."
+    )
+    facts = ((op_id, "op", op.name), (leaf_id, "requires_grad", True), (leaf_id, "is_leaf", True))
+    return Cut("requires_grad_set_late", op.forward or op.name, op_id, name, op.line, op.code, text, tuple(path), facts=facts)
+
+
+def _late_leaf(view: PathView, leaf_id: str, path: list[str]) -> Cut | None:
+    """The leaf record ``leaf_id`` (it did not require grad) was used, and later handed to
+    ``requires_grad_()``: the flag came after the use."""
+    users = [j for j in view.adj.consumers.get(leaf_id, ()) if view.o(j).forward != "requires_grad_"]
+    late = [j for j in view.adj.consumers.get(leaf_id, ()) if view.o(j).forward == "requires_grad_"
+            and any(view.t(o).requires_grad for o in view.adj.outputs.get(j, ()))]
+    if not users or not late or int(late[0][2:]) < int(users[0][2:]):
+        return None
+    first, flag = view.o(users[0]), view.o(late[0])
+    name = view.label(leaf_id)
+    text = (
+        f"{name} was used by {first.forward} at {_where(first.line, first.code) or 'an earlier line'} before "
+        f"requires_grad_() at {_where(flag.line, flag.code) or 'a later line'} switched its flag on: PyTorch decides at "
+        f"each operation, from the flags its inputs have at that moment, whether to record it, so the graph was built "
+        f"before the flag was set and nothing computed then links back to {name}."
+    )
+    facts = ((users[0], "op", first.forward), (late[0], "op", "requires_grad_"), _fact(view, leaf_id, "requires_grad"))
+    return Cut("requires_grad_set_late", first.forward, users[0], name, first.line, first.code, text,
+               (leaf_id, users[0]), facts=facts)
+
+
+def _gradient_leaf(view: PathView, leaf_id: str, origins: dict | None) -> Cut | None:
+    """A leaf without history whose values are exactly a gradient that flowed into another
+    tensor in a traced backward pass (torch.autograd.grad, or a .grad read after backward):
+    a gradient computed without a graph of its own.  The code, when the trace saw where
+    the leaf was first used (``origins``), says how the call was made (a lead)."""
+    leaf = view.t(leaf_id)
+    if leaf.requires_grad or leaf.value is None or not leaf.value.head or leaf.made_by is not None:
+        return None
+    source = next((t for t in view.g.tensors if t.id != leaf_id and any(
+        f is not None and f.shape == leaf.value.shape and f.head == leaf.value.head and f.max == leaf.value.max
+        and f.min == leaf.value.min for f in t.flowed)), None)
+    if source is None:
+        return None
+    k = next(n for n, f in enumerate(source.flowed) if f is not None and f.head == leaf.value.head)
+    lead = None
+    if origins and leaf_id in origins:
+        lead = origin_cut(view, leaf_id, origins, kinds=("grad_without_create_graph", "constant_gradient"))
+    name, src = view.label(leaf_id), view.label(source.id)
+    if lead is not None:  # the code names what the trace could not: the variable, and the call's inputs=
+        given = _grad_input_name(lead.code)
+        if given and source.name is None:
+            src = f"{given} ({source.id}, the inputs of that call)"
+        if lead.tensor and leaf.name is None:
+            name = f"{lead.tensor} ({leaf_id})"
+    text = (
+        f"{_cap(name)} holds exactly the gradient that flowed into {src} in backward pass {k + 1} (a torch.autograd.grad "
+        f"call, or a .grad read after backward), and it is a leaf without grad_fn: a gradient has a graph of its own "
+        f"only when it is computed with create_graph=True and depends on something that requires grad, so nothing "
+        f"computed from {name} can be differentiated again."
+    )
+    kind, line, code = "gradient_without_graph", None, None  # (whether create_graph was passed, the code says)
+    if lead is not None:
+        text += " " + lead.text
+        kind, line, code = lead.kind, lead.line, lead.code
+    facts = (_fact(view, leaf_id, "requires_grad"), _fact(view, leaf_id, "is_leaf"))
+    return Cut(kind, "grad", leaf_id, name, line, code, text, (source.id, leaf_id), facts=facts)
+
+
+def _grad_input_name(code: str | None) -> str | None:
+    """The variable a ``torch.autograd.grad(outputs, inputs, ...)`` call on the source line
+    ``code`` passes as ``inputs`` (a lone name), or None."""
+    m = re.search(r"\bgrad\((?P<args>.*)", code or "")
+    if not m:
+        return None
+    kw = re.search(r"\binputs\s*=\s*\(?\s*([A-Za-z_]\w*)\s*[,)]", m.group("args"))
+    if kw:
+        return kw.group(1)
+    pos = re.match(r"\s*(?:outputs\s*=\s*)?[A-Za-z_][\w.]*\s*,\s*([A-Za-z_]\w*)\s*[,)]", m.group("args"))
+    return pos.group(1) if pos and pos.group(1) not in ("grad_outputs", "inputs") else None
+
+
+def _frozen(view: PathView, tid: str, seen: set[str]) -> Cut | None:
+    """When nothing that ``tid`` was computed from requires grad and some of it are
+    parameters: they are frozen."""
+    tensors = [n for n in seen if n.startswith("t")]
+    params = sorted((n for n in tensors if view.t(n).is_parameter), key=lambda n: int(n[1:]))
+    if not params or any(view.t(n).requires_grad for n in tensors):
+        return None
+    names = ", ".join(view.label(p) for p in params[:4]) + (f", ... ({len(params)} in all)" if len(params) > 4 else "")
+    text = (
+        f"{_cap(view.label(tid))} was computed from the parameters {names}, and every one of them is frozen "
+        f"(requires_grad=False); nothing else it was computed from requires grad either, so no operation on the way "
+        f"recorded a graph."
+    )
+    facts = tuple((p, "requires_grad", False) for p in params) + tuple((p, "is_parameter", True) for p in params)
+    return Cut("frozen_parameters", None, params[0], view.label(tid), None, None, text, tuple(params) + (tid,), facts=facts)
 
 
 def traced_cut_between(view: PathView, tid: str, roots: list[str]) -> Cut | None:
@@ -214,6 +387,9 @@ def traced_cut_between(view: PathView, tid: str, roots: list[str]) -> Cut | None
                 )
                 return Cut("cut_by_detach", "detach", b, view.label(b), None, None, text, tuple(fpath))
             if b.startswith("op"):
+                unwired = _unwired_leaf(view, a, b, fpath)
+                if unwired is not None:
+                    return unwired
                 outs = [o for o in view.adj.outputs.get(b, ()) if o in fpath]
                 cut = _op_cut(view, b, outs[0] if outs else None, fpath)
                 if cut is not None:
@@ -224,196 +400,6 @@ def traced_cut_between(view: PathView, tid: str, roots: list[str]) -> Cut | None
         cut = traced_cut(view, root)
         if cut is not None and cut.kind == "cut_by_python_value":
             return cut
-    return None
-
-
-# -- reading the user's code -------------------------------------------------------------------
-_MODULES = {"torch", "np", "numpy", "F", "nn", "math"}
-_COMPARISONS = {ast.Gt: "gt", ast.Lt: "lt", ast.GtE: "ge", ast.LtE: "le", ast.Eq: "eq", ast.NotEq: "ne"}
-
-
-def _call_name(node: ast.AST) -> str | None:
-    f = node.func if isinstance(node, ast.Call) else None
-    if isinstance(f, ast.Attribute):
-        return f.attr
-    if isinstance(f, ast.Name):
-        return f.id
-    return None
-
-
-def _spine_cuts(value: ast.AST) -> list[tuple[str, ast.AST]]:
-    """The cut-making steps on the spine of an expression: the chain of method calls,
-    indexing and conversions whose result *is* the value (``softmax(x).argmax(1).float()``),
-    outermost first.  Arguments are not on the spine (``torch.where(x > 0, a, b)`` and
-    ``x[idx.long()]`` keep the gradient of ``a``, ``b`` and ``x``)."""
-    found: list[tuple[str, ast.AST]] = []
-    node: ast.AST | None = value
-    while node is not None:
-        nxt = None
-        if isinstance(node, ast.Compare):
-            found.append((_COMPARISONS.get(type(node.ops[0]), "comparison"), node))
-        elif isinstance(node, ast.Subscript):
-            inner = node.value
-            name = _call_name(inner) if isinstance(inner, ast.Call) else None
-            if name in _INDEXED and isinstance(node.slice, ast.Constant) and node.slice.value == 1:
-                found.append((name, node))  # torch.max(x, 1)[1]: the indices
-            nxt = inner
-        elif isinstance(node, ast.Attribute):
-            if node.attr in ("indices", "data"):
-                found.append((node.attr, node))
-            nxt = node.value
-        elif isinstance(node, ast.Call):
-            name = _call_name(node)
-            literal = name in ("tensor", "Tensor", "FloatTensor", "DoubleTensor", "LongTensor", "as_tensor") and (
-                any(k.arg == "requires_grad" for k in node.keywords)
-                or not any(isinstance(n, ast.Name) for a in node.args for n in ast.walk(a))
-            )  # a leaf made from literals, not a value rewrapped
-            if name in _CODE_CUTS and not literal:
-                found.append((name, node))
-            elif name == "type" and node.args and "long" in ast.unparse(node.args[0]).lower():
-                found.append(("long", node))
-            f = node.func
-            if isinstance(f, ast.Attribute) and not (isinstance(f.value, ast.Name) and f.value.id in _MODULES):
-                nxt = f.value  # a method: its receiver is on the spine
-        node = nxt
-    return found
-
-
-def _strip_comment(line: str) -> str:
-    """A source line without its trailing comment (a ``#`` outside quotes)."""
-    quote = None
-    for k, ch in enumerate(line):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#":
-            return line[:k].strip()
-    return line.strip()
-
-
-def _kind_of(name: str) -> str:
-    if name in ("indices", "comparison", *_COMPARISONS.values()) or name in _INDEXED:
-        return "cut_by_integer_op"
-    if name == "data":
-        return "cut_by_detach"
-    return _CODE_CUTS[name]
-
-
-def _scope_of(tree: ast.AST, lineno: int) -> ast.AST:
-    best: ast.AST = tree
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            end = getattr(node, "end_lineno", node.lineno)
-            if node.lineno <= lineno <= end and node.lineno >= getattr(best, "lineno", 0):
-                best = node
-    return best
-
-
-def code_cut(
-    frame: FrameType | None, lineno: int | None, root: str | None, live: dict | None = None, *, filename: str | None = None
-) -> Cut | None:
-    """A lead read from the source of ``frame``'s function: following the variables ``root``
-    was assigned from (before ``lineno``), the closest call whose result carries no gradient
-    (argmax, ``.long()``, a comparison, ``.item()``, ``torch.tensor(...)``, ``.detach()``).
-    Source reading cannot see values, so the cut is a lead: ``known`` is False."""
-    if (frame is None and filename is None) or root is None or lineno is None or not root.isidentifier():
-        return None
-    filename = filename or frame.f_code.co_filename
-    lines = linecache.getlines(filename)
-    if not lines:
-        return None
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None
-    scope = _scope_of(tree, lineno)
-    functions = {n.name: n for n in getattr(tree, "body", ()) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    assigns: dict[str, list[tuple[int, ast.AST]]] = {}
-    for node in ast.walk(scope):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < lineno:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if (isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[1], ast.Name)
-                        and isinstance(node.value, ast.Call) and _call_name(node.value) in _INDEXED):
-                    # values, indices = torch.max(x, 1): the second one holds the indices
-                    assigns.setdefault(target.elts[1].id, []).append(
-                        (node.lineno, ast.Subscript(value=node.value, slice=ast.Constant(1), ctx=ast.Load()))
-                    )
-                    if isinstance(target.elts[0], ast.Name):
-                        assigns.setdefault(target.elts[0].id, []).append((node.lineno, node.value))
-                    continue
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        assigns.setdefault(name.id, []).append((node.lineno, node.value))
-    seen: set[str] = set()
-    queue: deque[tuple[str, int, list[str]]] = deque([(root, lineno, [root])])
-    while queue:
-        var, before, chain = queue.popleft()
-        if var in seen:
-            continue
-        seen.add(var)
-        t = (live or {}).get(var)
-        if t is not None and getattr(t, "is_leaf", False) and not t.requires_grad:
-            # A leaf that does not require grad now: was it rebound in a loop (w = w - lr * w.grad)?
-            found = rebinding(frame, var)
-            if found and found[2]:
-                ln, text_line, _ = found
-                text = (
-                    f"graphlens read your code: line {ln} ({text_line}) rebinds {var} to a new tensor made inside "
-                    f"torch.no_grad(), a leaf that does not require grad (as {var} is now), no longer the tensor "
-                    f"created with requires_grad=True" + (f"; {root} is computed from {var}" if var != root else "") + "."
-                )
-                return Cut("rebound_leaf", "no_grad", None, var, ln, text_line, text, (), known=False)
-        earlier = [(ln, value) for ln, value in assigns.get(var, ()) if ln < before and value is not None]
-        if not earlier:
-            continue
-        ln, value = max(earlier, key=lambda a: a[0])
-        block = _grad_off_block(scope, value)
-        if block is not None:
-            wln, wtext = block
-            text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
-            via = "" if var == root else f"{root} comes from {var} ({' <- '.join(chain)}), and "
-            text = (
-                f"graphlens read your code (not the graph): {via}line {ln} ({text_line}) computes {var} inside "
-                f"`{wtext}` (line {wln}), where PyTorch records no graph: {var} has no history, so nothing computed "
-                f"from it reaches the tensors it was made from."
-            )
-            return Cut("cut_by_no_grad", "no_grad", None, var, ln, text_line, text, (), known=False)
-        calls = _spine_cuts(value)
-        if not calls and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
-            # A function of the same file: what it returns (one level down).
-            for ret in ast.walk(functions[value.func.id]):
-                if isinstance(ret, ast.Return) and ret.value is not None:
-                    inner = _spine_cuts(ret.value)
-                    if inner:
-                        calls = inner
-                        ln = ret.lineno
-                        chain = chain + [f"{value.func.id}()"]
-                        break
-        if calls:
-            name, _ = calls[0]  # the outermost step is the closest to the result
-            kind = _kind_of(name)
-            text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
-            via = " <- ".join(chain)
-            origin = (
-                f"line {ln} ({text_line}) makes {root} with {name}" if len(chain) == 1
-                else f"{root} comes from {chain[-1]} ({via}), and line {ln} ({text_line}) uses {name}"
-            )
-            what = {
-                "cut_by_integer_op": "gives integer or bool values, which carry no gradient",
-                "cut_by_python_value": "makes plain numbers or a new tensor from numbers, without history",
-                "cut_by_detach": "gives a tensor cut from the graph",
-            }[kind]
-            text = (
-                f"graphlens read your code (not the graph): {origin}, which {what}. "
-                f"If {root} is really computed that way, the graph is cut there."
-            )
-            return Cut(kind, name, None, var if not chain[-1].endswith("()") else chain[-2], ln, text_line, text, (), known=False)
-        for sub in ast.walk(value):
-            if isinstance(sub, ast.Name) and sub.id not in seen:
-                queue.append((sub.id, ln, chain + [sub.id]))
     return None
 
 
@@ -435,101 +421,49 @@ def cut_fix(cut, root: str | None) -> str:
         return f"Remove the detach() (or .data) on the way to {loss} if the gradient should flow back through it."
     if cut.kind == "rebound_leaf":
         return rebind_fix(cut.tensor or "w")
+    if cut.kind == "cut_by_nondifferentiable_op":
+        if cut.op in ("histc", "histogram"):
+            return (
+                f"Compute {loss} from a differentiable stand-in for {cut.op}: a soft histogram (each value adds "
+                f"exp(-(x - center)**2 / (2 * sigma**2)) to every bin, or a triangular kernel relu(1 - |x - center| / width)), "
+                f"and keep torch.{cut.op} for reporting."
+            )
+        return f"Compute {loss} from the tensor itself, not from {cut.op}(...): {cut.op} makes a tensor without history."
+    if cut.kind == "requires_grad_set_late":
+        who = cut.tensor if cut.tensor and cut.tensor.isidentifier() else None
+        how = f"{who}.requires_grad_() right after creating it" if who else "requires_grad_() right after creating it"
+        return (
+            f"Switch requires_grad on before the forward pass that uses {who or 'the tensor'} ({how}, or create it "
+            f"with requires_grad=True), then compute {loss} again: the flag only affects operations that run after it is set."
+        )
+    if cut.kind == "gradient_without_graph":
+        return (
+            "If the call that computed the gradient lacks create_graph=True, pass it (torch.autograd.grad(outputs, "
+            "inputs, grad_outputs=..., create_graph=True), or loss.backward(create_graph=True) before reading p.grad) so "
+            f"the gradient keeps a graph and {loss} can be differentiated again; if it has it, the gradient is a "
+            "constant and its own derivative is zero."
+        )
+    if cut.kind in ("grad_without_create_graph", "constant_gradient"):
+        if cut.kind == "constant_gradient":
+            return (
+                "Nothing to fix in the call: the gradient is a constant, so its own derivative is zero; treat a missing "
+                "graph as a zero second derivative (or use torch.func.hessian / jacrev, which return the zeros)."
+            )
+        return (
+            "Pass create_graph=True to the call that computes the gradient (torch.autograd.grad(outputs, inputs, "
+            "grad_outputs=..., create_graph=True), or loss.backward(create_graph=True) before reading p.grad), so the "
+            f"gradient keeps a graph of its own and {loss} can be differentiated again."
+        )
+    if cut.kind == "cut_by_checkpoint":
+        return (
+            "Call checkpoint(..., use_reentrant=False): the non-reentrant checkpoint gives the parameters inside their "
+            "gradient whatever its inputs are. With use_reentrant=True, at least one tensor passed to checkpoint must "
+            "require grad."
+        )
+    if cut.kind == "frozen_parameters":
+        return (
+            "Unfreeze the parameters that should learn before the forward pass (p.requires_grad_(True) for the layers "
+            "to train) and give the optimizer those (filter(lambda p: p.requires_grad, model.parameters())); setting "
+            f"{loss}.requires_grad = True instead would only make {loss} a leaf with no link to the model."
+        )
     return f"Move the computation of {loss} out of the torch.no_grad() block."
-
-
-def _grad_off(expr: ast.AST) -> bool:
-    """Whether a ``with`` item turns gradient recording off: ``torch.no_grad()``,
-    ``torch.inference_mode()``, ``torch.set_grad_enabled(False)``."""
-    text = ast.unparse(expr)
-    if "no_grad" in text or "inference_mode" in text and "inference_mode(False)" not in text:
-        return True
-    return isinstance(expr, ast.Call) and "set_grad_enabled" in text and bool(expr.args) and (
-        isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False
-    )
-
-
-def _grad_off_block(tree: ast.AST, node: ast.AST) -> tuple[int, str] | None:
-    """``(line, text)`` of the innermost ``with`` block that turns gradients off and holds ``node``."""
-    found = None  # (line, text, off) of the innermost block that sets the grad mode
-    for w in ast.walk(tree):
-        if isinstance(w, (ast.With, ast.AsyncWith)):
-            for item in w.items:
-                text = ast.unparse(item.context_expr)
-                off = _grad_off(item.context_expr)
-                if not off and "enable_grad" not in text and "set_grad_enabled" not in text:
-                    continue
-                if any(sub is node for stmt in w.body for sub in ast.walk(stmt)) and (found is None or w.lineno > found[0]):
-                    found = (w.lineno, f"with {text}:", off)
-    return found[:2] if found is not None and found[2] else None
-
-
-def _in_no_grad(tree: ast.AST, node: ast.AST) -> bool:
-    """Whether ``node`` sits inside a ``with`` block of ``tree`` that turns gradients off."""
-    return _grad_off_block(tree, node) is not None
-
-
-def rebinding(frame: FrameType | None, name: str | None, before: int | None = None) -> tuple[int, str, bool] | None:
-    """``(line, code, in_no_grad)`` of a hand-written update that rebinds ``name`` to a new
-    tensor computed from itself and its gradient (``w = w - lr * w.grad``), read from the
-    source of ``frame``'s function (the last one before line ``before``), or None."""
-    if frame is None or not name or not name.isidentifier():
-        return None
-    lines = linecache.getlines(frame.f_code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None
-    here = before or frame.f_lineno
-    scope = _scope_of(tree, here)
-    found = []
-    for node in ast.walk(scope):
-        if not isinstance(node, ast.Assign):
-            continue
-        if not any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            continue
-        uses = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Name) and sub.id == name]
-        grads = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Attribute) and sub.attr == "grad"]
-        if uses and grads:
-            found.append((node.lineno, _strip_comment(lines[node.lineno - 1]), _in_no_grad(scope, node)))
-    # The last one that ran before this line; else one later in the function (a loop runs it first).
-    earlier = [f for f in found if f[0] < here]
-    return max(earlier) if earlier else (max(found) if found else None)
-
-
-def rebind_fix(name: str) -> str:
-    """How to update a leaf by hand so that it stays the leaf."""
-    return (
-        f"Update {name} in place without recording a graph, so that {name} stays the same leaf: "
-        f"with torch.no_grad(): {name} -= lr * {name}.grad, then {name}.grad = None (or {name}.grad.zero_()); "
-        f"or let an optimizer do it (torch.optim.SGD([{name}], lr=lr).step())."
-    )
-
-
-def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]]) -> Cut | None:
-    """A lead for a traced tensor that does not require grad: following its forward inputs
-    back to a tensor without history that the trace saw only when it was first used
-    (``origins``: tensor id -> (file, line) of that use; made by a call the mode cannot see,
-    such as the legacy ``torch.FloatTensor([...])``), the source of that line's function
-    is read for how the names on it were made (:func:`code_cut`).  A lead, not a fact."""
-    seen: set[str] = set()
-    stack = [tid]
-    while stack:
-        t = stack.pop()
-        if t in seen or t not in view.g:
-            continue
-        seen.add(t)
-        if t in origins:
-            filename, lineno = origins[t]
-            line = linecache.getline(filename, lineno)
-            for name in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _strip_comment(line))):
-                if keyword.iskeyword(name):
-                    continue
-                cut = code_cut(None, lineno, name, filename=filename)
-                if cut is not None and cut.kind == "cut_by_python_value":
-                    return cut
-            continue
-        node = view.t(t)
-        if node.op is not None and node.op in view.g:
-            stack.extend(i for i in view.adj.inputs.get(node.op, ()) if not view.t(i).requires_grad)
-    return None

@@ -1,4 +1,4 @@
-"""What a classic autograd error means for this program: :func:`explain_error` and its handlers."""
+"""What an autograd error means for this program: :func:`explain_error` and its handlers."""
 
 from __future__ import annotations
 
@@ -6,16 +6,25 @@ import re
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from .._guard import quiet
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
-from .context import Context, assignment_line, line_op, on_graph, root_graph, short
+from .context import Context, as_code, assignment_line, line_op, on_graph, root_graph, short
 from .cuts import code_cut, cut_fix, traced_cut
 from .evidence import unrecorded_sentence
 from .grad import analyse
 from .live import INTEGER_DTYPES, find_live
-from .mistakes import HANDLERS as MISTAKE_HANDLERS, PATTERNS as MISTAKES
+from .hook_errors import (
+    backward_hook_inplace, custom_fn_grad_shape, custom_fn_view_inplace, hook_changed_gradient, hook_no_requires_grad,
+    hook_wrong_count, inplace_activation,
+)
+from .messages import SIMPLE_HANDLERS, classify
+from .mistakes import HANDLERS as MISTAKE_HANDLERS
+from .nan_errors import anomaly_nan
+from .optim_errors import optimizer_nonleaf
 from .paths import PathView
 from .types import ERROR_REASONS, Explanation
 
@@ -24,46 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = ["explain_error"]
 
-#: The messages graphlens recognises, tried in order: (reason code, pattern).
-_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("graph_freed", re.compile(r"Trying to backward through the graph a second time")),
-    (
-        "inplace_saved",
-        re.compile(
-            r"modified by an inplace operation: \[(?P<type>[\w.]+) \[(?P<shape>[^\]]*)\]\]"
-            r"(?:, which is output (?P<nr>\d+) of (?P<op>[\w:]+),)? is at version (?P<ver>\d+); "
-            r"expected version (?P<exp>\d+)"
-        ),
-    ),
-    ("inplace_leaf", re.compile(r"a (?P<view>view of a )?leaf Variable that requires grad is being used in an in-place operation")),
-    ("requires_grad_nonleaf", re.compile(r"you can only change requires_grad flags of leaf variables")),
-    ("requires_grad_dtype", re.compile(r"only Tensors of floating point (?:and complex )?dtype can require gradients", re.I)),
-    ("retain_grad_no_requires_grad", re.compile(r"can't retain_grad on Tensor that has requires_grad=False")),
-    ("nonscalar_backward", re.compile(r"grad can be implicitly created only for scalar outputs")),
-    ("no_grad_fn", re.compile(r"element (?P<index>\d+) of tensors does not require grad and does not have a grad_fn")),
-    (
-        "view_inplace_multi_output",
-        re.compile(r"Output (?P<nr>\d+) of (?P<op>\w+) is a view and is being modified inplace\. This view is the output of a function that returns multiple views"),
-    ),
-    ("inference_tensor_saved", re.compile(r"Inference tensors cannot be saved for backward")),
-    ("unused_input", re.compile(r"The differentiated Tensor at index (?P<index>\d+) appears to not have been used in the graph")),
-    ("input_not_requiring_grad", re.compile(r"One of the differentiated Tensors does not require grad")),
-    (
-        "grad_shape_mismatch",
-        re.compile(r"Mismatch in shape: grad_output\[(?P<index>\d+)\] has a shape of (?P<given>.*?) and output\[\d+\] has a shape of (?P<want>.*?)\.$", re.M),
-    ),
-]
-
 def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Explanation:
     """What a classic autograd ``RuntimeError`` means for this program, in plain words.
 
-    Recognises (see :data:`ERROR_REASONS`): backward through a freed graph, an in-place change
-    to a tensor saved for backward (naming the tensor, the op that made it and the versions),
-    an in-place change to a leaf that requires grad, requires_grad changed on a non-leaf,
-    backward on a non-scalar, backward on a tensor without grad_fn, and a few more.  Names
-    come from ``graph_or_trace`` when given, else from the variables of the frame that raised.
-    Any other error gets ``"unknown_error"`` and its message quoted.  This function never
-    raises: a partial trace or an odd object still gives an explanation.
+    Recognises (see :data:`ERROR_REASONS`; the patterns are in :mod:`.messages`): backward
+    through a freed graph (and the running total or hidden state that carried it), an
+    in-place change to a tensor saved for backward (naming the tensor, the op that saved it
+    and the one that changed it: an in-place activation, an optimizer's ``step()``), an
+    in-place change to a leaf that requires grad, requires_grad changed on a non-leaf,
+    backward on a non-scalar or on a tensor without grad_fn, a non-leaf given to an
+    optimizer, hooks and custom Functions that return the wrong thing, a hook on a tensor
+    without grad, anomaly mode's NaN, and more.  Names come from ``graph_or_trace`` when
+    given, else from the variables of the frame that raised.  Any other error gets
+    ``"unknown_error"``, its message quoted and no fix.  This function never raises: a
+    partial trace or an odd object still gives an explanation.
 
     >>> import torch
     >>> from graphlens.explain import explain_error
@@ -84,8 +67,10 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
             return _explain_error(exc, message, graph_or_trace, frame)
     except Exception:  # noqa: BLE001 - explaining must never raise
-        torch_kind = isinstance(exc, RuntimeError) or not isinstance(exc, BaseException)
-        code = next((c for c, p in _PATTERNS if torch_kind and p.search(message)), "unknown_error")
+        try:
+            code = classify(exc, message)[0]
+        except Exception:  # noqa: BLE001
+            code = "unknown_error"
         if code == "unknown_error":
             sentences = [f"graphlens does not recognise this error: {short(message)!r}."]
         else:
@@ -109,25 +94,13 @@ def _graph_of(graph_or_trace) -> tuple[Graph | None, Trace | None]:
 
 
 def _explain_error(exc: Any, message: str, graph_or_trace, caller: FrameType | None) -> Explanation:
-    code, match = "unknown_error", None
-    # PyTorch raises all of these as RuntimeError: a script's own ValueError that happens to
-    # quote one of them is not one.
-    torch_kind = isinstance(exc, RuntimeError) or not isinstance(exc, BaseException)
-    for c, pattern in _PATTERNS:
-        match = pattern.search(message) if torch_kind else None
-        if match:
-            code = c
-            break
-    else:
-        for c, kinds, pattern in MISTAKES:
-            match = pattern.search(message) if isinstance(exc, kinds) or not isinstance(exc, BaseException) else None
-            if match:
-                code = c
-                break
+    # PyTorch raises autograd's errors as RuntimeError: a script's own ValueError that happens
+    # to quote one of them is not one (each pattern says which exception types it fits).
+    code, match = classify(exc, message)
     g, trace = _graph_of(graph_or_trace)
     ctx = Context(exc if isinstance(exc, BaseException) else None, caller)
     try:
-        handler = _HANDLERS.get(code) or MISTAKE_HANDLERS.get(code, _unknown)
+        handler = _HANDLERS.get(code) or MISTAKE_HANDLERS.get(code) or SIMPLE_HANDLERS.get(code, _unknown)
         return handler(message, match, g, trace, ctx)
     finally:
         ctx.close()
@@ -152,7 +125,14 @@ def _named_in_line(ctx: Context, g: Graph | None, keep, rec_keep) -> tuple[str |
 
 def _inplace_leaf(message, match, g, trace, ctx) -> Explanation:
     view_of = bool(match.group("view"))
-    name, tid = _named_in_line(
+    changed = next((ctx.torch_local(f.f_code.co_name, "input") for f in reversed(ctx.torch_frames)
+                    if f.f_globals.get("__name__") == "torch.nn.functional" and f.f_locals.get("inplace") is True), None)
+    named = ctx.name_of(changed) if isinstance(changed, torch.Tensor) else None
+    if named is not None:  # the tensor an in-place activation was given (the traceback's frame holds it)
+        name, tid = named, (on_graph(g, changed) if g is not None else None)
+    else:
+        name, tid = None, None
+    name, tid = (name, tid) if name else _named_in_line(
         ctx, g,
         lambda t: t.requires_grad and (t.is_leaf or (t._base is not None and t._base.is_leaf)),
         lambda r: r.is_leaf and r.requires_grad,
@@ -174,11 +154,25 @@ def _inplace_leaf(message, match, g, trace, ctx) -> Explanation:
     if ctx.line:
         sentences.append(f"The failing line: {ctx.line}")
     op, _ = line_op(ctx.line)
+    reasons = ["inplace_leaf"]
+    fix = (f"To update a parameter, do it inside `with torch.no_grad():`; to compute something new, use an "
+           f"out-of-place operation ({name or 'w'} + 1) or work on {name or 'w'}.clone().")
+    act_name, act_op, act = inplace_activation(ctx)
+    if act_op is not None:  # the traceback shows who changed it: an activation with inplace=True
+        reasons.append("inplace_activation")
+        op = act_op
+        kind = f"{type(act).__name__}(inplace=True)" if act is not None else f"{act_op.rstrip('_')}(..., inplace=True)"
+        who_changed = f"{act_name} ({kind})" if act_name else kind
+        sentences.insert(1, f"The in-place operation is {who_changed}: it writes its result into its input, "
+                            f"{name or 'the leaf'}, instead of making a new tensor.")
+        x = name or "w"
+        fix = (f"Use the activation out of place on {x}: " + (
+            f"give {act_name} inplace=False (or set {as_code(act_name)}.inplace = False)" if act_name else f"drop inplace=True")
+            + f", call it on a copy ({as_code(act_name) if act_name else 'relu'}({x}.clone())), or use torch.nn.functional.{act_op.rstrip('_')}({x}); "
+            f"an in-place activation suits only tensors computed inside the model, never its parameters or inputs that require grad.")
     return Explanation(
-        ["inplace_leaf"], sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
-        op=op, line=ctx.line or None, lineno=ctx.lineno,
-        fix=f"To update a parameter, do it inside `with torch.no_grad():`; to compute something new, use an "
-        f"out-of-place operation ({name or 'w'} + 1) or work on {name or 'w'}.clone().",
+        reasons, sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
+        op=op, line=ctx.line or None, lineno=ctx.lineno, fix=fix,
     )
 
 
@@ -354,14 +348,17 @@ def _view_of_many(message, match, g, trace, ctx) -> Explanation:
 
 
 def _unused_input(message, match, g, trace, ctx) -> Explanation:
-    index = int(match.group("index"))
-    t = ctx.inputs[index] if index < len(ctx.inputs) else None
+    index = int(match.group("index")) if match.group("index") is not None else None
+    if index is None and len(ctx.inputs) == 1:
+        index = 0
+    t = ctx.inputs[index] if index is not None and index < len(ctx.inputs) else None
     names = [n for n, c in ctx.candidates if c is t] if t is not None else []
     name = max(names, key=lambda n: n.count(".")) if names else None  # the module path is the telling one
-    who = name or f"input {index}"
+    who = name or (f"input {index}" if index is not None else "one of its inputs")
     return Explanation(
         ["unused_input"],
-        [f"torch.autograd.grad was asked for the gradient of {who} (input {index}), but the output does not depend "
+        [f"torch.autograd.grad was asked for the gradient of {who}" + (f" (input {index})" if index is not None else "")
+         + ", but the output does not depend "
          f"on it: no path of the graph leads from the output to it." + (f" The failing line: {ctx.line}." if ctx.line else "")],
         tensor_name=name, graph=g, message=message, line=ctx.line or None, lineno=ctx.lineno,
         fix=f"Leave {who} out of the inputs (e.g. only the parameters the output uses), or pass allow_unused=True "
@@ -384,14 +381,6 @@ def _inference_saved(message, match, g, trace, ctx) -> Explanation:
     )
 
 
-def _simple(code: str, sentence: str, fix: str):
-    def handler(message, match, g, trace, ctx) -> Explanation:
-        groups = match.groupdict() if match else {}
-        return Explanation([code], [sentence.format(**groups)], fix=fix, graph=g, message=message)
-
-    return handler
-
-
 def _unknown(message, match, g, trace, ctx) -> Explanation:
     exc = ctx.exc
     if exc is not None and not isinstance(exc, RuntimeError):
@@ -403,15 +392,11 @@ def _unknown(message, match, g, trace, ctx) -> Explanation:
              f"about it than its message: {short(message)!r}."],
             graph=g, message=message,
         )
-    in_backward = bool(ctx.root) or exc is None  # (a message alone: where it came from is not known)
+    # No fix: a fix for an error graphlens cannot read would be a guess (anomaly mode, out-of-place ops).
     return Explanation(
         ["unknown_error"],
         [f"graphlens does not recognise this error, so it cannot relate it to the graph. The error says: {short(message)!r}."],
         graph=g, message=message,
-        fix="Search for the message" + (
-            ", or run the code under torch.autograd.set_detect_anomaly(True) to see which forward operation made the "
-            "backward node that failed." if in_backward else "."
-        ),
     )
 
 
@@ -427,14 +412,12 @@ _HANDLERS = {
     "view_inplace_multi_output": _view_of_many,
     "inference_tensor_saved": _inference_saved,
     "unused_input": _unused_input,
-    "input_not_requiring_grad": _simple(
-        "input_not_requiring_grad",
-        "torch.autograd.grad was asked for the gradient of a tensor that does not require grad.",
-        "Create that input with requires_grad=True (or call .requires_grad_()) before computing the output.",
-    ),
-    "grad_shape_mismatch": _simple(
-        "grad_shape_mismatch",
-        "The gradient given to backward has shape {given}, but the output it belongs to has shape {want}.",
-        "Pass a gradient of the output's own shape, e.g. torch.ones_like(out).",
-    ),
+    "optimizer_nonleaf": optimizer_nonleaf,
+    "backward_hook_inplace": backward_hook_inplace,
+    "custom_fn_view_inplace": custom_fn_view_inplace,
+    "anomaly_nan": anomaly_nan,
+    "hook_changed_gradient": hook_changed_gradient,
+    "hook_wrong_count": hook_wrong_count,
+    "custom_fn_grad_shape": custom_fn_grad_shape,
+    "hook_no_requires_grad": hook_no_requires_grad,
 }

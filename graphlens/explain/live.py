@@ -11,7 +11,7 @@ from .._safety import KEEP_MIN_NODES, keep_children
 from ..graph import Graph
 from ..snapshot import snapshot
 
-__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for"]
+__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for", "named_after"]
 
 #: The dtypes that can never require grad.
 INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -68,3 +68,23 @@ def snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[to
         if t is not None:
             refs[node.id] = weakref.ref(t)
     return Graph(g.tensors, g.ops, g.edges, root_ids, source=g.source, refs=refs)
+
+
+def named_after(g: Graph, candidates: list) -> Graph:
+    """``g`` with the tensors it recorded without a name named after the caller's variables
+    that hold them now (``candidates``: ``(name, tensor)`` pairs): a tensor made inside a
+    function the traced block called, that the caller's frame holds, is named in the answer
+    by its variable rather than as ``t37``.  ``g`` itself when there is nothing to name."""
+    names: dict[str, str] = {}
+    taken = {n.name for n in g.tensors if n.name}
+    for name, t in candidates:
+        tid = find_live(g, t)
+        if tid is None or name in taken or tid in names or g.node(tid).name is not None:
+            continue
+        names[tid] = name
+        taken.add(name)
+    if not names:
+        return g
+    tensors = [n._replace(name=names[n.id]) if n.id in names else n for n in g.tensors]
+    refs = {n.id: weakref.ref(t) for n in g.tensors if (t := g.tensor(n.id)) is not None}
+    return Graph(tensors, g.ops, g.edges, [r.id for r in g.roots], source=g.source, refs=refs, notes=dict(g.notes))

@@ -7,7 +7,7 @@ import linecache
 import re
 
 
-from .context import Context, line_op
+from .context import Context, line_op, short
 from .cuts import _strip_comment, rebind_fix, rebinding
 from .live import find_live, reaches
 from .types import Explanation
@@ -193,7 +193,7 @@ def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
         return Explanation(
             ["unknown_error"],
             [f"graphlens does not recognise this {type(ctx.exc).__name__ if ctx.exc is not None else 'error'} as an "
-             f"autograd error: a value is None where a number or tensor was expected." + _line_note(ctx)],
+             f"autograd error: a value is None where a number or tensor was expected ({short(message)!r})." + _line_note(ctx)],
             graph=g, message=message,
         )
     local, p = found[0]
@@ -216,10 +216,45 @@ def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
                 f"(a part of the model the loss does not use)."
             )
         else:
+            first = _before_first_backward(ctx)
+            if first is not None:
+                reasons.append("backward_not_run")
+                where = "in each iteration, so in the first one" if first[2] else "so"
+                sentences.append(
+                    f"graphlens read your code: this line runs before {first[1]} (line {first[0]}) {where} no backward has "
+                    f"run yet, and {name}.grad is still None: PyTorch creates .grad at the first backward that reaches {name}."
+                )
+                fix = (f"Use or reset {local}.grad only after a backward: move the line after {first[1]} (zeroing at the end "
+                       f"of the iteration, after the update), or guard it: if {local}.grad is not None: {_strip_comment(ctx.line).strip()}; "
+                       f"setting {local}.grad = None (or optimizer.zero_grad()) works in either place.")
+                return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
+                                   lineno=ctx.lineno, fix=fix)
             sentences.append(f"Either no backward reached {name} yet, or one that ran does not depend on it.")
         fix = f"Guard the code (if {local}.grad is not None: ...), and check with graphlens.explain({name}, loss) why it gets none."
     return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
                        lineno=ctx.lineno, fix=fix)
+
+
+def _before_first_backward(ctx: Context) -> tuple[int, str, bool] | None:
+    """``(line, code, in a loop)`` of the first ``.backward(`` call that, in the failing
+    function's code, comes after the failing line, when no backward call comes before it
+    (in the function, or in the loop around it): on its first run the line meets every
+    ``.grad`` still None.  Read from the code."""
+    tree, lines = _source_tree(ctx)
+    if tree is None or not ctx.lineno or ctx.frame is None:
+        return None
+    first = ctx.frame.f_code.co_firstlineno
+    calls = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "backward" and first <= n.lineno})
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and n.lineno < ctx.lineno <= (n.end_lineno or 0)
+             and n.lineno >= first]
+    loop = max(loops, key=lambda n: n.lineno) if loops else None
+    end = loop.end_lineno if loop is not None else max(calls, default=0)
+    after = [c for c in calls if ctx.lineno < c <= (end or 0)]
+    before = [c for c in calls if c < ctx.lineno]
+    if not after or before:  # (then the line's first run meets .grad None: nothing before it made one)
+        return None
+    return after[0], _strip_comment(lines[after[0] - 1]).strip(), loop is not None
 
 
 def _reads_grad(ctx: Context, name: str) -> bool:

@@ -57,8 +57,14 @@ class PathView:
         op = self.o(node)
         if op.is_accumulate_grad:
             return [op.variable] if op.variable else []
-        out = [i for i in self.adj.inputs.get(node, ()) if self.t(i).requires_grad]
-        out.extend(self.adj.next.get(node, ()))
+        nxt = self.adj.next.get(node, ())
+        # A leaf input is reached only through its AccumulateGrad node among the op's next
+        # functions (when they were recorded): a leaf whose requires_grad was switched on after
+        # the op ran requires grad now, but the op's backward node does not lead to it.
+        acc = self.adj.accumulate_grad
+        out = [i for i in self.adj.inputs.get(node, ()) if self.t(i).requires_grad
+               and (not self.t(i).is_leaf or not nxt or acc.get(i) in nxt)]
+        out.extend(nxt)
         return out
 
     def bfs(self, starts: Iterable[str], goal: str | None = None) -> tuple[dict[str, str | None], list[str]]:

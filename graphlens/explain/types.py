@@ -48,6 +48,27 @@ GRAD_REASONS: dict[str, str] = {
     "track), so the gradient is silently computed from the changed value",
     "ctx_attribute_changed": "a custom autograd.Function kept a tensor as a ctx attribute (not save_for_backward) and "
     "it was changed in place after the call, so its backward silently computes with the changed values",
+    "cut_by_nondifferentiable_op": "an operation PyTorch does not differentiate (histc, bincount, unique, ...) stands "
+    "between the tensor and the root: its result has no grad_fn although its input requires grad",
+    "zero_derivative": "an operation whose derivative is zero almost everywhere (round, floor, ceil, trunc, sign) is on "
+    "every path from the root to the tensor, so the gradient that reaches it is zero",
+    "requires_grad_set_late": "requires_grad was switched on (requires_grad_() or requires_grad = True) after an "
+    "operation had used the tensor: PyTorch records an operation only if an input requires grad when it runs",
+    "grad_without_create_graph": "the tensor is a gradient computed by torch.autograd.grad (or backward) without "
+    "create_graph=True: it has no graph of its own, so it cannot be differentiated again",
+    "cut_by_checkpoint": "a reentrant torch.utils.checkpoint (use_reentrant=True) ran its function under no_grad and, as "
+    "none of its tensor inputs requires grad, gave its output no graph: the parameters inside get no gradient",
+    "leaf_root": "the root is a leaf (made by torch.tensor(..., requires_grad=True) from numbers, or by setting "
+    "requires_grad on a value without history): backward from it reaches nothing but itself",
+    "unregistered_module": "the parameter belongs to a submodule kept in a plain Python list or dict attribute: it is "
+    "not registered, so model.parameters() and an optimizer built from it do not hold it",
+    "frozen_parameters": "every parameter the root was computed from is frozen (requires_grad=False), and nothing "
+    "else it was computed from requires grad",
+    "constant_gradient": "a gradient computed with create_graph=True has no graph because it is a constant: it depends "
+    "on nothing that requires grad (the function is linear in the inputs), so its own derivative is zero",
+    "gradient_without_graph": "the tensor holds a gradient (from torch.autograd.grad, or a .grad left by backward) that "
+    "has no graph of its own: computed without create_graph=True, or a constant; either way it cannot be "
+    "differentiated again",
 }
 
 #: Reason codes of :func:`explain_error`, one per kind of error, with what each one means.
@@ -79,6 +100,33 @@ ERROR_REASONS: dict[str, str] = {
     "carried_state": "a tensor carried over from an earlier iteration (a hidden state, a running value) still links "
     "to that iteration's graph, which its backward already freed",
     "unknown_error": "an error graphlens does not recognise; its message is quoted",
+    "optimizer_nonleaf": "a tensor given to an optimizer is not a leaf (it was computed from one: randn(..., "
+    "requires_grad=True) * 0.01, a .to(device) copy), and an optimizer updates leaves only",
+    "optimizer_step_inplace": "a parameter that backward needed was changed in place by an optimizer's step() after the "
+    "forward that used it (a GAN's D step between two backward passes through D)",
+    "inplace_activation": "an activation with inplace=True (nn.ReLU(inplace=True), F.relu(x, inplace=True)) made the "
+    "in-place change",
+    "backward_hook_inplace": "an in-place operation changed an input or output of a module that has a full backward "
+    "hook (register_full_backward_hook wraps them in an autograd Function)",
+    "custom_fn_view_inplace": "an output of a custom autograd.Function that is a view of its input (or the input "
+    "itself) was changed in place",
+    "view_inplace_no_grad": "a view taken in no_grad (or inference) mode was changed in place with grad mode on",
+    "inference_tensor_outside": "a tensor made in inference_mode was changed in place, or given requires_grad, "
+    "outside inference_mode",
+    "anomaly_nan": "anomaly mode found NaN in the gradient a backward node returned: the node, the forward line that "
+    "made it, and why its derivative is undefined there",
+    "hook_changed_gradient": "a gradient hook returned a value of another shape, dtype or device than the gradient it "
+    "replaces (or no tensor)",
+    "hook_wrong_count": "a module backward hook returned a different number of gradients than it was given",
+    "custom_fn_grad_shape": "a backward node (most often a custom autograd.Function's backward) returned, for one of "
+    "its inputs, a gradient whose shape does not fit that input",
+    "hook_no_requires_grad": "register_hook was called on a tensor that does not require grad (made under no_grad, or "
+    "from data), so no gradient ever reaches it",
+    "optimizer_empty": "an optimizer was given no parameters",
+    "optimizer_params_type": "an optimizer was given something other than an iterable of tensors (a tensor alone, a "
+    "number)",
+    "save_for_backward_nontensor": "ctx.save_for_backward was given something that is not a tensor",
+    "grad_assignment_mismatch": "a tensor assigned to .grad does not match the tensor's shape, dtype or device",
 }
 
 #: Every reason code graphlens can give.
@@ -118,12 +166,18 @@ class Explanation:
     forward or backward name, e.g. ``"argmax"``, ``"ReluBackward0"``), ``line`` and
     ``lineno`` (the source line of the user's program where it happens, stripped), and
     ``cause`` (the id of the graph node where it happens, for a diagram to point at).
+    ``facts`` are the premises its sentences state, as ``(subject, fact, value)`` triples:
+    the subject is a node id of :attr:`graph` (``"t3"``, ``"op2"``) or, for a tensor the
+    graph does not hold, its name; the facts are ``"requires_grad"``, ``"is_leaf"``,
+    ``"reached"`` (whether the backward graph of the roots reaches the tensor),
+    ``"has_grad"``, ``"is_parameter"`` (tensors) and ``"op"`` (an op's forward or
+    backward name).  ``graphlens.explain.premises.check`` holds them against the graph.
     An explanation holds no tensor.
     """
 
     __slots__ = (
         "reasons", "tensor_name", "graph", "path", "edges", "sentences", "fix", "tensor_id", "message",
-        "op", "line", "lineno", "cause",
+        "op", "line", "lineno", "cause", "facts",
     )
 
     def __init__(
@@ -142,6 +196,7 @@ class Explanation:
         line: str | None = None,
         lineno: int | None = None,
         cause: str | None = None,
+        facts: Iterable[tuple[str, str, Any]] = (),
     ) -> None:
         self.reasons: tuple[str, ...] = tuple(dict.fromkeys(reasons))
         self.sentences: tuple[str, ...] = tuple(s for s in sentences if s)
@@ -156,6 +211,7 @@ class Explanation:
         self.line = line
         self.lineno = lineno
         self.cause = cause
+        self.facts: tuple[tuple[str, str, Any], ...] = tuple(dict.fromkeys(tuple(f) for f in facts))
 
     # pickle (every protocol) and copy: the fields; the graph copies as a plain record (see Graph)
     def __getstate__(self) -> dict[str, Any]:
@@ -163,7 +219,7 @@ class Explanation:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for k in self.__slots__:
-            setattr(self, k, state.get(k))
+            setattr(self, k, state.get(k, () if k == "facts" else None))
 
     @property
     def reason(self) -> str:

@@ -1,0 +1,115 @@
+"""What anomaly mode's NaN error means: which backward node made the first NaN gradient, from which forward line, and why its derivative is undefined there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .context import Context, assignment_line
+from .types import Explanation
+
+__all__ = ["anomaly_nan", "DERIVATIVES"]
+
+#: What makes a backward node's gradient NaN (or infinite), by the stem of its name:
+#: ``(the forward operation, where its derivative is undefined or infinite, how to stay away)``.
+DERIVATIVES: dict[str, tuple[str, str, str]] = {
+    "Div": ("a division", "where the denominator is 0 (the backward divides by it)",
+            "divide by a safe denominator, torch.where({den} == 0, torch.ones_like({den}), {den}), and mask the result; or add a small eps to the denominator"),
+    "Sqrt": ("sqrt", "at 0 (its derivative 1 / (2 sqrt(x)) is infinite) and below 0",
+             "take sqrt of x.clamp_min(eps) (or of x + eps)"),
+    "Rsqrt": ("rsqrt", "at 0 and below", "take rsqrt of x.clamp_min(eps)"),
+    "Log": ("log", "at 0 (its derivative 1 / x is infinite) and below 0", "take log of x.clamp_min(eps) (or torch.log1p for log(1 + x))"),
+    "Pow": ("a power", "at 0 for a power below 1 (x ** 0.5, x ** -1)", "raise x.clamp_min(eps) to the power"),
+    "Reciprocal": ("reciprocal", "at 0", "use x.clamp_min(eps) (or a safe denominator with torch.where)"),
+    "LinalgVectorNorm": ("a norm", "of an all-zero vector (its derivative x / ||x|| is 0 / 0)",
+                         "add a small eps inside (torch.sqrt((x ** 2).sum() + eps)) or skip zero vectors with torch.where"),
+    "Norm": ("a norm", "of an all-zero vector (its derivative x / ||x|| is 0 / 0)",
+             "add a small eps inside (torch.sqrt((x ** 2).sum() + eps)) or skip zero vectors with torch.where"),
+    "Acos": ("acos", "at -1 and 1", "clamp its input to (-1 + eps, 1 - eps)"),
+    "Asin": ("asin", "at -1 and 1", "clamp its input to (-1 + eps, 1 - eps)"),
+    "Atan2": ("atan2", "at (0, 0)", "add a small eps to one of its inputs"),
+    "Cdist": ("cdist", "at zero distance", "add a small eps to the squared distances before the square root"),
+}
+
+#: Nodes that mask a result: after a division, the masked positions still receive a gradient (0).
+_MASKS = ("IndexBackward0", "MaskedSelectBackward0", "WhereBackward0", "MaskedFillBackward0", "IndexPutBackward0")
+
+
+def _walk(roots: list[torch.Tensor], limit: int = 100_000):
+    """``(node, parents)`` of every node below ``roots`` (parents: the nodes that feed it gradient)."""
+    parents: dict[int, list[Any]] = {}
+    nodes: dict[int, Any] = {}
+    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while stack and len(nodes) < limit:
+        fn = stack.pop()
+        if id(fn) in nodes:
+            continue
+        nodes[id(fn)] = fn
+        for c, _ in fn.next_functions:
+            if c is not None:
+                parents.setdefault(id(c), []).append(fn)
+                stack.append(c)
+    return nodes, parents
+
+
+def _name_of_node(ctx: Context, fn: Any) -> str | None:
+    if type(fn).__name__ == "AccumulateGrad":
+        return ctx.name_of(fn.variable)
+    return next((n for n, t in ctx.candidates if t.grad_fn is fn), None)
+
+
+def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
+    node_name, nr = match.group("op"), int(match.group("nr"))
+    nodes, parents = _walk(ctx.root)
+    found = [fn for fn in nodes.values() if type(fn).__name__ == node_name]
+    fn = found[0] if len(found) == 1 else None
+    stem = node_name.split("Backward")[0]
+    known = DERIVATIVES.get(stem)
+    out_name = _name_of_node(ctx, fn) if fn is not None else None
+    inputs = [c for c, _ in fn.next_functions] if fn is not None else []
+    to = _name_of_node(ctx, inputs[nr]) if nr < len(inputs) and inputs[nr] is not None else None
+    line = lineno = None
+    if out_name and out_name.isidentifier():  # the variable whose grad_fn the node is: its assignment
+        lineno, line = assignment_line(ctx.frame, ctx.lineno, out_name)
+    if line is None and trace is not None and g is not None:
+        ops = [o for o in g.ops if o.name == node_name and o.line is not None]
+        if len(ops) == 1:
+            line, lineno = ops[0].code, ops[0].line
+    what = known[0] if known else f"the operation behind {node_name}"
+    made = f" (line {lineno}: {line})" if line else ""
+    sentences = [
+        f"Anomaly mode checks the gradient every backward node returns and stops at the first NaN: {node_name}, the "
+        f"backward of {what}{made}, returned NaN in its output {nr}, the gradient for its input {nr}"
+        + (f" ({to})" if to else "") + ". The gradient it received had no NaN (anomaly mode checked it when the node "
+        "before returned it), so the NaN comes from this node's own derivative at the values the forward gave it."
+    ]
+    reasons = ["anomaly_nan"]
+    den = None
+    if known:
+        sentences.append(f"The derivative of {known[0]} is undefined or infinite {known[1]}.")
+    if stem == "Div" and len(inputs) > 1 and inputs[1] is not None:
+        den = _name_of_node(ctx, inputs[1])
+        t = dict((n, c) for n, c in reversed(ctx.candidates)).get(den) if den else None
+        if t is not None and t.numel() <= 1 << 24:
+            try:
+                zeros = int((t.detach() == 0).sum())
+            except Exception:  # noqa: BLE001 - an odd tensor: say nothing of its values
+                zeros = -1
+            if zeros > 0:
+                sentences.append(f"{den}, the denominator, is 0 at {zeros} of its {t.numel()} position(s).")
+    masked = fn is not None and any(type(p).__name__ in _MASKS for p in parents.get(id(fn), ()))
+    if masked:
+        sentences.append(
+            f"{out_name or 'Its result'} is masked afterwards, but a mask after the operation does not stop this: the "
+            f"masked positions still get a gradient (0), and 0 divided by 0 (or times infinity) is NaN."
+        )
+    if known:
+        how = known[2].format(den=den or "den")
+        fix = (f"Keep the values where the derivative is undefined out of {known[0]} itself, not only out of its result: "
+               f"{how}.")
+    else:
+        fix = (f"Keep the input of the operation behind {node_name} away from the values where its derivative is "
+               f"undefined (clamp it, add a small eps, or select with torch.where before the operation, not after it).")
+    return Explanation(reasons, sentences, fix=fix, tensor_name=out_name, graph=g, message=message, op=node_name,
+                       line=line, lineno=lineno)

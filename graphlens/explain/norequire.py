@@ -1,0 +1,128 @@
+"""Why a tensor that does not require grad gets no gradient, and where it lost the gradient of what it was computed from."""
+
+from __future__ import annotations
+
+from .._facts import dtype_name
+from .answer import Asked, Draft
+from .cuts import cut_fix, origin_cut, traced_cut
+from .evidence import in_optimizer
+from .facts import grad_text, region_kind
+from .live import INTEGER_DTYPES
+
+__all__ = ["frozen_with_grad", "not_required"]
+
+#: Cuts the trace finds upstream of a tensor that say more than "it does not require grad".
+_UPSTREAM = (
+    "cut_by_integer_op", "cut_by_nondifferentiable_op", "requires_grad_set_late", "grad_without_create_graph",
+    "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "cut_by_python_value", "cut_by_detach",
+    "cut_by_no_grad",
+)
+
+
+def frozen_with_grad(a: Asked, d: Draft) -> None:
+    """Frozen after it got a gradient: ``.grad`` still holds it (zeros, after ``zero_grad(set_to_none=False)``)."""
+    d.reasons.append("requires_grad_false")
+    d.fact(a.tid, "requires_grad", False)
+    d.fact(a.tid, "has_grad", True)
+    shown = grad_text(a.node, a.precision) if a.node is not None else None
+    d.sentences.append(
+        f"{a.who} does not require grad, so backward computes no gradient for it; but {a.grad_of} is not None: it still "
+        f"holds {shown or 'a tensor'} from before it was frozen."
+    )
+    d.fix = f"Set {a.name}.grad = None after freezing it."
+    if a.optimizer is not None and in_optimizer(a.optimizer, a.live, a.node):
+        d.reasons.append("frozen_in_optimizer")
+        d.sentences.append(
+            f"{a.who} is still one of the optimizer's parameters, and optimizer.step() updates every parameter whose "
+            f".grad is not None: with momentum or weight decay, {a.who} keeps moving although it is frozen."
+        )
+        d.fix = f"Set {a.name}.grad = None after freezing it (zero_grad() does that by default), or leave {a.name} out of the optimizer."
+
+
+def _upstream(a: Asked):
+    """Where the tensor lost the gradient of what it was computed from: seen in a trace,
+    else read from the user's code (``hints["code_lead"]``, a lead)."""
+    if a.tid is not None and a.traced:
+        cut = traced_cut(a.view, a.tid, a.hints.get("origins"))
+        if cut is not None and cut.kind in _UPSTREAM:
+            return cut
+        return None
+    lead = a.hints.get("code_lead")
+    return lead if lead is not None and lead.kind in _UPSTREAM else None
+
+
+def not_required(a: Asked, d: Draft) -> None:
+    """The tensor does not require grad: say so, and how it came to be so."""
+    view, node, tid, name, who = a.view, a.node, a.tid, a.name, a.who
+    d.reasons.append("requires_grad_false")
+    d.fact(tid, "requires_grad", False)
+    d.sentences.append(f"{a.grad_of} {a.will} because {who} does not require grad, so no gradient is computed for it.")
+    cut = _upstream(a)
+    if a.dtype in INTEGER_DTYPES:
+        d.reasons.append("integer_dtype")
+        d.sentences.append(f"It has dtype {dtype_name(a.dtype)}, and only floating point or complex tensors can require grad.")
+        if cut is not None and cut.kind == "cut_by_integer_op":
+            # Integer results of a model (argmax, a comparison): a float copy that requires grad would be a new
+            # leaf cut from the model, the very mistake; say where the integers came from instead.
+            d.add_cut(cut)
+            d.sentences.append(
+                f"{name}.float().requires_grad_() would only make a new leaf with no link to what {name} was computed from."
+            )
+            d.fix = cut_fix(cut, None)
+            d.path = [p for p in cut.path if p in view.g] or ([tid] if tid else [])
+            d.edges = view.highlight_edges(d.path)
+        else:
+            d.fix = f"Make it a float tensor first, e.g. {name} = {name}.float().requires_grad_()."
+    elif node is not None and node.detached_from is not None:
+        src = node.detached_from
+        d.reasons.append("made_by_detach")
+        d.sentences.append(
+            f"It was made by {view.label(src)}.detach() (or .data): a new leaf that shares the memory "
+            f"of {view.label(src)} but is cut from its graph."
+        )
+        d.path = [src, tid]
+        d.edges = view.highlight_edges(d.path)
+        d.fix = f"Use {view.label(src)} itself where you need the gradient, and detach only what must stay constant."
+    elif node is not None and node.region is not None and not (cut is not None and cut.kind == "cut_by_checkpoint"):
+        d.reasons.append("created_in_no_grad")
+        op = node.op
+        ins = [i for i in view.adj.inputs.get(op, ())] if op else []
+        grad_ins = [i for i in ins if view.t(i).requires_grad]
+        region = region_kind(node.region)
+        made = f" by {view.o(op).label}" if op else ""
+        d.sentences.append(f"It was made{made} inside torch.{region}(), where PyTorch records no graph.")
+        if grad_ins:
+            d.facts.extend((i, "requires_grad", True) for i in grad_ins)
+            d.sentences.append(
+                "Its input " + ", ".join(view.label(i) for i in grad_ins)
+                + f" requires grad, but no graph links {who} back to it."
+            )
+        d.path = grad_ins + ([op] if op else []) + [tid]
+        d.edges = view.highlight_edges(d.path)
+        d.fix = f"Compute {name} outside the torch.{region}() block if a gradient must flow through it."
+    elif a.is_param:
+        d.fact(tid, "is_parameter", True)
+        d.sentences.append("It is a parameter whose requires_grad was set to False (frozen).")
+        d.fix = f"Call {name}.requires_grad_(True) before the forward pass if it should learn."
+    elif cut is not None:
+        d.add_cut(cut)
+        d.fix = cut_fix(cut, name)
+        d.path = [p for p in cut.path if p in view.g] or ([tid] if tid else [])
+        d.edges = view.highlight_edges(d.path)
+    elif tid is not None and a.hints.get("origins") and (lead := origin_cut(view, tid, a.hints["origins"])) is not None:
+        # made from a tensor the trace saw only at its first use: the code says how it was made
+        d.add_cut(lead)
+        d.fix = cut_fix(lead, name)
+        d.path = [tid]
+    else:
+        d.sentences.append(
+            "A tensor made directly starts with requires_grad=False; so does one made by detach(), inside "
+            "torch.no_grad(), or only from tensors that do not require grad."
+        )
+        d.fix = (
+            f"If {name} is data or a parameter you create, create it with requires_grad=True. If it should be "
+            f"computed from the parameters, compute it with torch operations (no detach(), torch.no_grad(), "
+            f"integer results or .item()/torch.tensor(...) in between); switching requires_grad on for {name} itself "
+            f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
+        )
+        d.path = [tid] if tid else []

@@ -1,0 +1,147 @@
+"""A tensor the root's backward graph reaches: its gradient is there (and may be zero), will come, or was cleared."""
+
+from __future__ import annotations
+
+from .answer import Asked, Draft
+from .kinds import ZERO_DERIVATIVE, Cut
+from .evidence import changed_untracked, data_alias_sentence, hook_fix, hook_sentence, hooks_of, in_optimizer
+from .facts import grad_text, gradient_flowed
+
+__all__ = ["reached_answer", "zero_paths"]
+
+
+def zero_paths(a: Asked) -> list[str]:
+    """The zero-derivative ops (round, floor, ceil, trunc, sign) of the reach path, when every
+    path from the roots to the tensor passes one of them (an empty list otherwise): the
+    gradient that reaches the tensor is then zero, whatever the values."""
+    view = a.view
+    zero = [p for p in a.reach_path if p.startswith("op") and (view.o(p).name or "").rstrip("0123456789") in ZERO_DERIVATIVE]
+    if not zero or a.tid is None:
+        return []
+    # Does a path avoid every zero-derivative op?  Walk backward without entering them.
+    blocked = {o.id for o in view.g.ops if (o.name or "").rstrip("0123456789") in ZERO_DERIVATIVE}
+    seen, stack = set(a.roots), list(a.roots)
+    acc = view.adj.accumulate_grad.get(a.tid)
+    while stack:
+        n = stack.pop()
+        if n == a.tid or n == acc:
+            return []
+        for c in view.backward_children(n):
+            if c not in seen and c not in blocked:
+                seen.add(c)
+                stack.append(c)
+    return zero
+
+
+def reached_answer(a: Asked, d: Draft) -> None:
+    """A leaf that requires grad, or a non-leaf that retains its grad, that the roots reach."""
+    view, node, tid, name, who, root_name = a.view, a.node, a.tid, a.name, a.who, a.root_name
+    chain = view.chain(a.reach_path)
+    d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
+    what = "a leaf that requires grad" if a.is_leaf else "a non-leaf that retains its grad"
+    d.fact(tid, "reached", True)
+    d.fact(tid, "is_leaf", a.is_leaf)
+    if a.is_leaf:
+        d.fact(tid, "requires_grad", True)
+    shown = grad_text(node, a.precision) if node is not None else None
+    zero = zero_paths(a)
+    if a.has_grad:
+        d.reasons.append("grad_ok")
+        d.fact(tid, "has_grad", True)
+        value = f" ({shown})" if shown else ""
+        d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} reaches it through {chain}.")
+        if zero and node is not None and node.grad is not None and node.grad.max == 0 and node.grad.min == 0:
+            op = view.o(zero[0]).name
+            d.reasons.append("zero_derivative")
+            d.fact(zero[0], "op", op)
+            d.sentences.append(
+                f"It is zero because {op} is on every path: that operation's derivative is zero almost everywhere "
+                f"(a step function), so no gradient passes it."
+            )
+            d.fix = (
+                "Use a differentiable stand-in on the way (a straight-through estimator: y = x + (x.round() - x).detach(), "
+                "or a smooth approximation) if the gradient should pass."
+            )
+            d.cut = Cut("zero_derivative", op, zero[0], None, None, None, d.sentences[-1])
+        if node is not None and node.dtype.startswith("complex"):
+            d.sentences.append(
+                "For a complex tensor PyTorch gives the conjugate Wirtinger derivative (the conjugate of df/dz for a "
+                "holomorphic f), the convention under which gradient descent works; it is not a bug."
+            )
+        changed = changed_untracked(view, a.reach_path) if a.traced else None
+        if changed is None and a.hints.get("data_alias"):
+            text, alias_fix = data_alias_sentence(a.hints["data_alias"])
+            changed = (text, alias_fix, [])
+        if changed is not None:
+            d.reasons.append("modified_through_data")
+            d.sentences.append(changed[0])
+            d.fix = changed[1]
+            d.path = list(d.path) + [p for p in changed[2] if p not in d.path]
+        hooks = hooks_of(a.live) if a.live is not None else []
+        if hooks:
+            d.reasons.append("hook_changed_grad")
+            d.sentences.append(hook_sentence(name, hooks))
+            d.fix = hook_fix(name, hooks)
+        if a.ran is None:
+            d.sentences.append(
+                f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
+                f"graphlens cannot tell from the graph whether {a.backward} already ran (saved tensors are still "
+                f"there before a backward and after one with retain_graph=True). If it has not, {a.backward} will "
+                f"add to this value."
+            )
+    elif a.ran:
+        node_flowed = node is not None and gradient_flowed(node)
+        if a.is_leaf:
+            d.reasons.append("zero_grad_set_none")
+            d.sentences.append(
+                f"{a.grad_of} is None although {who} is {what}, {root_name} reaches it through {chain}, "
+                f"and backward already ran ("
+                + ("a gradient flowed into it" if node_flowed else "its graph's saved tensors are freed")
+                + ")."
+            )
+            if a.optimizer is not None and in_optimizer(a.optimizer, a.live, node):
+                d.sentences.append(
+                    f"{who} is a parameter of the optimizer, whose zero_grad() sets .grad to None by default (set_to_none=True)."
+                )
+            else:
+                d.sentences.append(
+                    "Something reset it afterwards: most often optimizer.zero_grad() or model.zero_grad(), which set "
+                    ".grad to None by default, or an explicit .grad = None."
+                )
+                if not node_flowed:
+                    d.sentences.append("(torch.autograd.grad() and backward(inputs=...) also leave .grad untouched.)")
+            d.fix = f"Read {name}.grad after backward and before zero_grad(); use zero_grad(set_to_none=False) to keep zeros instead."
+        else:
+            d.reasons.append("retain_grad_too_late")
+            d.sentences.append(
+                f"{who} retains its grad but has none although backward already ran: retain_grad() was called "
+                f"after the backward, or its .grad was set to None."
+            )
+            d.fix = f"Call {name}.retain_grad() before {a.backward}."
+    else:
+        d.reasons.append("backward_not_run")
+        if a.ran is False:
+            d.sentences.append(
+                f"{a.grad_of} is None for now because {a.backward} has not run yet; {who} is {what} and will get "
+                f"its gradient through {chain}."
+            )
+        else:
+            d.sentences.append(
+                f"{who} is {what} and {root_name} reaches it through {chain}, so {a.backward} gives it a gradient. "
+                f"Its .grad is None now: either backward has not run yet, or it ran and something (zero_grad(), "
+                f"which sets None by default) cleared the gradient since; graphlens cannot tell which from the graph."
+            )
+        d.fix = f"Call {a.backward}, then read {name}.grad."
+        if zero:
+            op = view.o(zero[0]).name
+            d.reasons.append("zero_derivative")
+            d.fact(zero[0], "op", op)
+            d.sentences.append(
+                f"That gradient will be zero: every path from {root_name} to {who} passes {op}, whose derivative is zero "
+                f"almost everywhere (a step function)."
+            )
+            d.fix = (
+                f"Call {a.backward}; if {who} should learn through {op}, use a differentiable stand-in there (a "
+                f"straight-through estimator: y = x + (x.round() - x).detach(), or a smooth approximation)."
+            )
+            d.cut = Cut("zero_derivative", op, zero[0], None, None, None, d.sentences[-1])
