@@ -466,6 +466,18 @@ class Recorder(BackwardRecord):
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
 
+    def note_grad_outputs(self, outs: Any) -> None:
+        """What ``torch.autograd.grad`` handed back: each gradient made without a graph of its
+        own (``create_graph=False``) is recorded as made by that call, at the user's line, so
+        an explanation can say where a tensor with no history came from (the gradients made
+        with a graph are recorded through their backward node when they are used)."""
+        frame = self.frame
+        lasti = frame.f_lasti if frame is not None else -1
+        region = self.region_now()
+        for t in tensors_in(outs, []):
+            if self.index_of(t) is None and grad_fn_of(t) is None:
+                self.made[self.new_tensor(t, None, 0, None, region)] = ("autograd.grad", lasti)
+
     def record_exit(self, func, t: _Tensor) -> None:
         """A call that handed the value of ``t`` out as Python or NumPy numbers (``.item()``,
         ``.numpy()``, ...): an op with that input and no tensor output, when ``t`` requires

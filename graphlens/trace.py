@@ -475,6 +475,14 @@ def _run_backward(traces: tuple, caller, func, args, kwargs):
                         rec.hook_grad_inputs(args[1] if len(args) > 1 else kwargs.get("inputs"), handles)
             out = call_from(caller, func, args, kwargs)
             done.append(True)
+            if func is torch.autograd.grad:
+                try:
+                    with quiet():
+                        for t in traces:
+                            t._rec.note_grad_outputs(out)
+                except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+                    for t in traces:
+                        t._fail(exc)
             return out
         finally:
             _finish(handles, begun, done)

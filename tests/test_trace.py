@@ -422,3 +422,20 @@ def test_nodes_made_before_the_block_are_boundaries():
     names = [o.name for o in tr.graph().ops]
     assert "ExpBackward0" in names and "MulBackward0" in names
     assert names.count("MulBackward0") == 1 and "AccumulateGrad" not in names
+
+
+def test_a_gradient_from_autograd_grad_is_recorded_as_made_by_it():
+    """A gradient torch.autograd.grad hands back without a graph (create_graph=False) is a
+    tensor of the trace made by autograd.grad at the user's line, with no history; one made
+    with create_graph=True has its backward node instead."""
+    x = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr:
+        y = (x ** 2).sum()
+        grads = torch.autograd.grad(y, x, retain_graph=True)[0]
+        again = torch.autograd.grad(y, x, create_graph=True)[0]
+        penalty = (grads ** 2).sum() + (again ** 2).sum()  # noqa: F841
+    g = tr.graph()
+    plain, graphed = g.find("grads"), g.find("again")
+    assert plain.made_by == "autograd.grad" and plain.op is None and not plain.requires_grad
+    assert plain.line is not None
+    assert graphed.made_by is None and graphed.op is not None and graphed.requires_grad
