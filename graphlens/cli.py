@@ -361,8 +361,13 @@ def script_traceback(error: BaseException) -> str:
     ours = {os.path.join(package, f"{name}.py") for name in _RUNNER_MODULES}
     torch_dir = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__)) if "torch" in sys.modules else None
 
+    import runpy
+
+    runpy_file = os.path.abspath(runpy.__file__)  # (Python 3.10 runs runpy from its .py file, 3.11+ frozen)
+
     def mine(f: traceback.FrameSummary) -> bool:
-        return f.filename in ours or f.name == CALLER_NAME or f.filename.startswith("<frozen runpy")
+        return (f.filename in ours or f.name == CALLER_NAME or f.filename.startswith("<frozen runpy")
+                or os.path.abspath(f.filename) == runpy_file)
 
     def in_torch(f: traceback.FrameSummary) -> bool:
         return torch_dir is not None and os.path.abspath(f.filename).startswith(torch_dir + os.sep)

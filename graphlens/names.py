@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 __all__ = [
-    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "is_internal",
+    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "loop_variables", "is_internal",
     "INTERNAL_MODULES", "CALLER_NAME",
 ]
 
@@ -125,7 +125,16 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
     is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
     local_map = frame.f_locals
     try:
-        out.extend(_items(local_map))
+        loops = loop_variables(frame.f_code)
+        if loops:
+            # A loop variable (for p in model.parameters()) is left holding whatever it met
+            # last: it names a tensor only where nothing else does (a module's qualified
+            # parameter name, model.fc.bias, wins over the leftover p).
+            found = list(_items(local_map))
+            out.extend(item for item in found if item[0] not in loops)
+            out.extend(item for item in found if item[0] in loops)
+        else:
+            out.extend(_items(local_map))
     finally:
         if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
             # References: the frame's cache, ``local_map`` and getrefcount's argument.
@@ -168,6 +177,39 @@ def frame_values(frame: FrameType, names: tuple[str, ...]) -> list[Any]:
 
 
 _STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"})
+_LOOPS: "weakref.WeakKeyDictionary[Any, frozenset]" = weakref.WeakKeyDictionary()
+
+
+def loop_variables(code: Any) -> frozenset:
+    """The names a ``for`` loop of ``code`` binds (the stores right after each ``FOR_ITER``,
+    unpacked targets included), read once per code object."""
+    try:
+        hit = _LOOPS.get(code)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        return hit
+    names: set = set()
+    try:
+        ins = list(dis.get_instructions(code))
+    except Exception:  # noqa: BLE001
+        ins = []
+    for k, one in enumerate(ins):
+        if one.opname != "FOR_ITER":
+            continue
+        j = k + 1
+        if j < len(ins) and ins[j].opname == "UNPACK_SEQUENCE" and isinstance(ins[j].argval, int):
+            for x in ins[j + 1:j + 1 + ins[j].argval]:
+                if x.opname in _STORES:
+                    names.add(x.argval)
+        elif j < len(ins) and ins[j].opname in _STORES:
+            names.add(ins[j].argval)
+    out = frozenset(n for n in names if isinstance(n, str))
+    try:
+        _LOOPS[code] = out
+    except TypeError:
+        pass
+    return out
 _TARGETS: "weakref.WeakKeyDictionary[Any, dict[int, tuple[str, ...]]]" = weakref.WeakKeyDictionary()
 
 

@@ -66,7 +66,7 @@ def test_every_message_gets_its_code_or_an_honest_unknown(row):
     if want == "unknown":
         assert e.reasons == ("unknown_error",)
         assert "does not recognise" in str(e)
-        assert row["message"].splitlines()[0][:60] in str(e)
+        assert row["message"].strip().splitlines()[0].strip()[:60] in str(e)  # (its first line, as quoted)
         assert e.fix is None
     else:
         assert e.reason == want, str(e)
@@ -439,3 +439,177 @@ def test_an_unknown_error_in_backward_gets_no_fix():
 
     e = gl.explain_error(_raised(program))
     assert e.reasons == ("unknown_error",) and e.fix is None and "real scalar outputs" in str(e)
+
+
+# -- traced answers: the trace's facts, its origins, and premises that hold ------------------------
+
+
+def _cached_gradient(create_graph):
+    x = torch.randn(3, 2, requires_grad=True)
+    cache = {}
+    try:
+        with gl.trace() as tr:
+            if create_graph:
+                cache["g"] = torch.autograd.grad((x * 2).sum(), x, create_graph=True)[0]
+            else:
+                cache["g"] = torch.autograd.grad((x ** 2).sum(), x)[0]
+            penalty = cache["g"].pow(2).sum()
+            penalty.backward()
+    except RuntimeError as exc:
+        return gl.explain_error(exc, tr)
+    pytest.fail("backward through a gradient without graph raised nothing")
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_traced_gradient_is_named_as_the_call_made_it_and_create_graph_is_read_from_its_line(create_graph):
+    """With a trace, the gradient torch.autograd.grad returned is the cause (a traced fact), and its line tells a missing create_graph from a constant."""
+    from graphlens.explain.premises import check
+
+    e = _cached_gradient(create_graph)
+    made = e.graph.node(e.cause) if e.cause is not None else None
+    assert made is not None and made.made_by == "autograd.grad", (e.cause, str(e))
+    assert "cache['g'] is the gradient of x that torch.autograd.grad returned" in str(e)
+    want, other = ("constant_gradient", "grad_without_create_graph") if create_graph else ("grad_without_create_graph", "constant_gradient")
+    assert want in e.reasons and other not in e.reasons, e.reasons
+    assert (e.cause, "requires_grad", False) in e.facts and check(e) == []
+
+
+def test_a_create_graph_flag_from_a_variable_is_not_read_as_missing():
+    """create_graph=flag (a variable): the lead says neither that create_graph was missing nor that the gradient is a constant."""
+    def program(flag=True):
+        x = torch.randn(3, requires_grad=True)
+        first = torch.autograd.grad((x * 2).sum(), x, create_graph=flag)[0]
+        first.sum().backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reasons == ("no_grad_fn", "gradient_without_graph"), e.reasons
+    assert "without create_graph=True" not in str(e) and "Pass create_graph=True" not in e.fix
+
+
+def test_a_traced_no_grad_fn_answer_carries_the_facts_of_its_cut():
+    """The traced answer about a loss cut by histc carries the cut's premises as facts (histc, x requires grad), and they hold."""
+    from graphlens.explain.premises import check
+
+    x = torch.tensor([0.5, -1.0, 1.5], requires_grad=True)
+    try:
+        with gl.trace() as tr:
+            hist = torch.histc(x * 2, bins=3, min=-2, max=2)
+            loss = (hist - 1).pow(2).mean()
+            loss.backward()
+    except RuntimeError as exc:
+        e = gl.explain_error(exc, tr)
+    facts = {(f[1], f[2]) for f in e.facts}
+    assert ("op", "histc") in facts and ("requires_grad", True) in facts and ("requires_grad", False) in facts, e.facts
+    assert check(e) == []
+
+
+def test_the_fallback_fix_does_not_claim_parameters_require_grad_when_one_is_frozen():
+    """No cut found, one parameter frozen: the fix does not say "(parameters do)"."""
+    def program():
+        frozen = nn.Linear(2, 1)
+        frozen.requires_grad_(False)
+        head = nn.Linear(2, 1)  # noqa: F841 - (a parameter that requires grad, not used by the loss)
+        loss = (frozen.weight * 2).sum()
+        loss.backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reasons == ("no_grad_fn",) and "(parameters do)" not in e.fix and "unless it was frozen" in e.fix
+
+
+def test_an_op_outside_the_tables_is_named_as_the_cut_not_blamed_on_its_inputs():
+    """A result without grad_fn from an op graphlens has no entry for (new_empty_strided): the op is the cut, and its input is not said to need no grad."""
+    from graphlens.explain.premises import check
+
+    x = torch.rand(4, requires_grad=True)
+    try:
+        with gl.trace() as tr:
+            buf = (x * 2).new_empty_strided((4,), (1,))
+            loss = (buf ** 2).sum()
+            loss.backward()
+    except RuntimeError as exc:
+        e = gl.explain_error(exc, tr)
+    assert e.reasons == ("no_grad_fn", "cut_by_nondifferentiable_op") and e.op == "new_empty_strided", str(e)
+    assert "new_empty_strided((4,), (1,))" in e.line and "do not require grad" not in str(e) and check(e) == []
+
+
+# -- real programs: custom Functions written the old way, or without backward; the non-leaf .grad warning ----------
+
+
+class _Doubler(torch.autograd.Function):  # the old style: instance methods, called as an object
+    def forward(self, x):
+        return x * 2
+
+    def backward(self, g):
+        return g * 2
+
+
+def test_a_legacy_function_is_named_with_the_static_method_fix():
+    """Doubler()(x) with instance methods: custom_fn_legacy names the class, its line and the .apply fix."""
+    def program():
+        x = torch.ones(2, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch warns about instantiating a Function first)
+            _Doubler()(x)
+
+    e = gl.explain_error(_raised(program))
+    assert e.reasons == ("custom_fn_legacy",) and e.op == "_Doubler" and e.line == "_Doubler()(x)"
+    assert "class _Doubler(torch.autograd.Function)" in str(e) and "@staticmethod" in e.fix and "_Doubler.apply(x)" in e.fix
+
+
+class _Misspelt(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backwards(ctx, g):  # (a typo: torch looks for backward)
+        return g * 2
+
+
+def test_a_function_without_backward_names_the_misspelt_method():
+    """backward through a Function whose backward is misspelt: custom_fn_no_backward names the class and the method to rename."""
+    def program():
+        _Misspelt.apply(torch.ones(2, requires_grad=True)).sum().backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reasons == ("custom_fn_no_backward",) and e.op == "_Misspelt"
+    assert "a method named backwards" in str(e) and "Rename _Misspelt.backwards to backward" in e.fix
+
+
+def test_the_non_leaf_grad_warning_is_explained():
+    """The UserWarning torch gives for .grad of a non-leaf, passed as caught: nonleaf_grad_access, with retain_grad() in the fix."""
+    x = torch.ones(2, requires_grad=True)
+    h = x * 2
+    h.sum().backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert h.grad is None
+    e = gl.explain_error(caught[0].message)
+    assert e.reasons == ("nonleaf_grad_access",) and "retain_grad()" in e.fix and "does not recognise" not in str(e)
+
+
+def test_a_no_grad_view_whose_base_changed_is_recognised():
+    """A view taken under no_grad whose base is changed in place with grad on (torch's "its base ... has been modified" variant): view_inplace_no_grad."""
+    def program():
+        base = torch.ones(3, requires_grad=True).clone()
+        with torch.no_grad():
+            view = base[:2]
+        base.mul_(2)
+        view.sum()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reasons == ("view_inplace_no_grad",) and "its base" in str(e) and "no_grad" in str(e)
+
+
+def test_a_value_taken_out_and_put_back_is_told_by_what_made_each_tensor():
+    """With a trace, .item() then torch.tensor(...) is said with the op that made each tensor, not as "an unnamed tensor (t1).item()"."""
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    try:
+        with gl.trace() as tr:
+            s = a.sum().item()
+            t = torch.tensor(s) * 2
+            t.backward()
+    except RuntimeError as exc:
+        e = gl.explain_error(exc, tr)
+    assert "cut_by_python_value" in e.reasons and "an unnamed tensor" not in str(e), str(e)
+    assert "item() at line" in str(e) and "took the value of the result of sum" in str(e) and "made a new tensor" in str(e)

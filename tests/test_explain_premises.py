@@ -1,7 +1,7 @@
 """No explanation states a premise its recorded graph contradicts.
 
 Every explanation the real-world corpus (``tests/realworld``) and the explain tests
-(``tests/test_explain.py``) produce is collected while those tests run (in a child pytest
+(``tests/test_explain.py``, ``tests/test_explain_errors.py``) produce is collected while those tests run (in a child pytest
 process, so that this file stays one test among others) and held against its graph by
 :func:`graphlens.explain.premises.check`: each structured fact (``Explanation.facts``) and
 each premise its sentences state ("w does not require grad", "loss does not depend on w",
@@ -77,7 +77,8 @@ sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-x", *{paths!r}], plugins
 @pytest.fixture(scope="module")
 def corpus_explanations(tmp_path_factory) -> list[dict]:
     out = str(tmp_path_factory.mktemp("premises") / "seen.json")
-    paths = [str(ROOT / "tests" / "realworld"), str(ROOT / "tests" / "test_explain.py")]
+    paths = [str(ROOT / "tests" / "realworld"), str(ROOT / "tests" / "test_explain.py"),
+             str(ROOT / "tests" / "test_explain_errors.py")]
     code = _CHILD.format(plugin=str(Path(__file__).resolve()), paths=paths, out=out)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

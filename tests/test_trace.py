@@ -439,3 +439,19 @@ def test_a_gradient_from_autograd_grad_is_recorded_as_made_by_it():
     assert plain.made_by == "autograd.grad" and plain.op is None and not plain.requires_grad
     assert plain.line is not None
     assert graphed.made_by is None and graphed.op is not None and graphed.requires_grad
+
+
+def test_a_leftover_loop_variable_never_names_a_parameter():
+    """After for p in model.parameters(), snapshot and trace name each parameter by its
+    qualified name (model.1.bias), not by the loop variable left holding the last one."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 1))
+    for p in model.parameters():
+        p.grad = None
+    loss = model(torch.ones(1, 2)).sum()
+    assert sorted(t.name for t in gl.snapshot(loss).leaves) == ["model.0.bias", "model.0.weight", "model.1.bias", "model.1.weight"]
+    with gl.trace() as tr:
+        for p in model[1].parameters():
+            p.requires_grad_(True)
+        loss = model(torch.ones(1, 2)).sum()
+    assert "p" not in {t.name for t in tr.graph().tensors}
+    assert tr.graph().find("model.1.bias").is_parameter

@@ -7,13 +7,14 @@ from collections import deque
 
 import torch
 
+from ..names import source_line
 from .facts import region_kind
 from .leads import _strip_comment, code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
 
 __all__ = [
-    "Cut", "traced_cut", "traced_cut_between", "code_cut", "origin_cut", "cut_fix", "rebinding", "rebind_fix",
+    "Cut", "traced_cut", "traced_cut_between", "trace_origins", "code_cut", "origin_cut", "cut_fix", "rebinding", "rebind_fix",
     "INTEGER_DTYPE_NAMES", "CODE_CUTS", "INDEXED", "NONDIFFERENTIABLE", "ZERO_DERIVATIVE",
 ]
 
@@ -42,6 +43,34 @@ def _differentiable(forward: str | None) -> bool:
         if camel and any(hasattr(torch._C._functions, f"{camel}Backward{k}") for k in range(3)):
             return True
     return False
+
+
+def _called(view: PathView, tid: str, result: str | None = None) -> str:
+    """How a sentence calls the tensor ``tid``: its name; else, unnamed, ``result`` (when the
+    sentence has just named the op that made it) or what made it (``the result of softmax (t7)``)."""
+    t = view.t(tid)
+    if t.name:
+        return t.name
+    if result is not None:
+        return f"{result} ({tid})"
+    op = view.o(t.op) if t.op is not None and t.op in view.g else None
+    if op is not None and op.forward:
+        return f"the result of {op.forward} ({tid})"
+    return f"the tensor torch.{t.made_by} made ({tid})" if t.made_by else view.label(tid)
+
+
+def _named_from(view: PathView, tid: str, limit: int = 2) -> list[str]:
+    """The first few named tensors computed from ``tid`` (following the recorded forward ops)."""
+    seen, queue, out = {tid}, deque([tid]), []
+    while queue and len(out) < limit:
+        for op in view.adj.consumers.get(queue.popleft(), ()):
+            for t in view.adj.outputs.get(op, ()):
+                if t not in seen:
+                    seen.add(t)
+                    queue.append(t)
+                    if view.t(t).name and view.t(t).name not in out:
+                        out.append(view.t(t).name)
+    return out[:limit]
 
 
 def _fact(view: PathView, tid: str | None, fact: str) -> tuple:
@@ -104,9 +133,11 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
         )
         return Cut("cut_by_no_grad", op.forward, op_id, view.label(out_id) if out_id else None, op.line, op.code, text, tuple(path), facts=facts)
     if out is not None and out.dtype in INTEGER_DTYPE_NAMES:
+        later = _named_from(view, out_id) if not out.name else []  # (an unnamed result: say what holds it)
         text = (
-            f"The gradient path is cut at {op.forward}{at}: it turns {src} into {out.dtype} values, and no gradient "
-            f"passes an integer or bool tensor, so {view.label(out_id)} and everything computed from it do not require grad."
+            f"The gradient path is cut at {op.forward}{at}: it turns {_called(view, ins[0])} into {out.dtype} values, and "
+            f"no gradient passes an integer or bool tensor, so {_called(view, out_id, 'its result')} and everything "
+            f"computed from it{' (' + ', '.join(later) + ')' if later else ''} do not require grad."
         )
         return Cut("cut_by_integer_op", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path), facts=facts)
     if out is not None and (op.forward or "") in REWRAPS:
@@ -124,8 +155,8 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
         what = NONDIFFERENTIABLE[op.forward]
         text = (
             f"The gradient path is cut at {op.forward}{at}: {op.forward} has no gradient in PyTorch (it makes {what}), "
-            f"so although {src} requires grad, {view.label(out_id)} has no grad_fn and nothing computed from it reaches "
-            f"{src}."
+            f"so although {_called(view, ins[0])} requires grad, {_called(view, out_id, 'its result')} has no grad_fn and "
+            f"nothing computed from it reaches {src}."
         )
         return Cut("cut_by_nondifferentiable_op", op.forward, op_id, view.label(out_id), op.line, op.code, text,
                    tuple(path), facts=facts)
@@ -139,7 +170,15 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
             f"to record it, so the graph was built before the flag was set."
         )
         return Cut("requires_grad_set_late", op.forward, op_id, src, op.line, op.code, text, tuple(path), facts=facts)
-    return None
+    # An op outside graphlens's tables that, with grad mode on, gave no grad_fn to the result of an input that
+    # requires grad: what the trace saw is the cut; why the op has no gradient, graphlens does not know.
+    text = (
+        f"The gradient path is cut at {op.forward or 'an operation'}{at}: {_called(view, ins[0])} requires grad, but "
+        f"{_called(view, out_id, 'its result')} has no grad_fn (PyTorch recorded no backward node for this call), so "
+        f"nothing computed from it reaches {src}."
+    )
+    return Cut("cut_by_nondifferentiable_op", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path),
+               facts=facts)
 
 
 def _flag_set_after(view: PathView, op_id: str, tid: str) -> tuple[str, str, int | None, str | None] | None:
@@ -173,10 +212,11 @@ def _rewrapped(view: PathView, leaf_id: str) -> Cut | None:
         if held & read:
             where = _where(op.line, op.code)
             made = _where(leaf.line, leaf.code)
+            again = leaf.name or f"a new tensor ({leaf_id})"
             text = (
-                f"{view.label(src.id)}.{op.forward}(){' at ' + where if where else ''} took its value out of the graph as a "
-                f"Python number, and {view.label(leaf_id)} was made from that number again by torch.{leaf.made_by}"
-                f"{' at ' + made if made else ''}: a new leaf without history, so the gradient path stops there."
+                f"{op.forward}(){' at ' + where if where else ''} took the value of {_called(view, src.id)} out of the "
+                f"graph as a Python number, and torch.{leaf.made_by}{' at ' + made if made else ''} made {again} from that "
+                f"number again: a new leaf without history, so the gradient path stops there."
             )
             return Cut("cut_by_python_value", op.forward, op.id, view.label(leaf_id), op.line, op.code, text,
                        (src.id, op.id, leaf_id))
@@ -308,41 +348,75 @@ def _late_leaf(view: PathView, leaf_id: str, path: list[str]) -> Cut | None:
 
 
 def _gradient_leaf(view: PathView, leaf_id: str, origins: dict | None) -> Cut | None:
-    """A leaf without history whose values are exactly a gradient that flowed into another
-    tensor in a traced backward pass (torch.autograd.grad, or a .grad read after backward):
-    a gradient computed without a graph of its own.  The code, when the trace saw where
-    the leaf was first used (``origins``), says how the call was made (a lead)."""
+    """A leaf without history that is a gradient: one the trace saw ``torch.autograd.grad``
+    return (``made_by``), or one whose values are exactly a gradient that flowed into another
+    tensor in a traced backward pass (a .grad read after backward): a gradient computed
+    without a graph of its own.  The code, when ``origins`` says where the call was made
+    (or where the leaf was first used), says whether create_graph=True was passed (a lead)."""
     leaf = view.t(leaf_id)
-    if leaf.requires_grad or leaf.value is None or not leaf.value.head or leaf.made_by is not None:
+    by_call = leaf.made_by == "autograd.grad"
+    if leaf.requires_grad or not (by_call or leaf.made_by is None):
         return None
-    source = next((t for t in view.g.tensors if t.id != leaf_id and any(
-        f is not None and f.shape == leaf.value.shape and f.head == leaf.value.head and f.max == leaf.value.max
-        and f.min == leaf.value.min for f in t.flowed)), None)
-    if source is None:
+    held = leaf.value if leaf.value is not None and leaf.value.head else None
+    source = next((t for t in view.g.tensors if held is not None and t.id != leaf_id and any(
+        f is not None and f.shape == held.shape and f.head == held.head and f.max == held.max
+        and f.min == held.min for f in t.flowed)), None)
+    if source is None and not by_call:
         return None
-    k = next(n for n, f in enumerate(source.flowed) if f is not None and f.head == leaf.value.head)
+    k = next((n for n, f in enumerate(source.flowed) if f is not None and f.head == held.head), 0) if source else 0
     lead = None
     if origins and leaf_id in origins:
         lead = origin_cut(view, leaf_id, origins, kinds=("grad_without_create_graph", "constant_gradient"))
-    name, src = view.label(leaf_id), view.label(source.id)
+    name = view.label(leaf_id)
+    src = view.label(source.id) if source is not None else None
     if lead is not None:  # the code names what the trace could not: the variable, and the call's inputs=
         given = _grad_input_name(lead.code)
-        if given and source.name is None:
-            src = f"{given} ({source.id}, the inputs of that call)"
+        if given and (source is None or source.name is None):
+            src = f"{given} ({source.id}, the inputs of that call)" if source is not None else given
         if lead.tensor and leaf.name is None:
             name = f"{lead.tensor} ({leaf_id})"
-    text = (
-        f"{_cap(name)} holds exactly the gradient that flowed into {src} in backward pass {k + 1} (a torch.autograd.grad "
-        f"call, or a .grad read after backward), and it is a leaf without grad_fn: a gradient has a graph of its own "
-        f"only when it is computed with create_graph=True and depends on something that requires grad, so nothing "
-        f"computed from {name} can be differentiated again."
-    )
-    kind, line, code = "gradient_without_graph", None, None  # (whether create_graph was passed, the code says)
-    if lead is not None:
+    line, code = (leaf.line, leaf.code) if by_call else (None, None)
+    if by_call and origins and leaf_id in origins:  # (the call's own line, where the trace saw it: maybe in a helper)
+        line = origins[leaf_id][1]
+        code = source_line(origins[leaf_id][0], line) or code
+    if by_call:
+        at = "" if lead is not None else (" at " + _where(line, code) if line is not None else "")
+        text = (
+            f"{_cap(name)} is the gradient{' of ' + src if src else ''} that torch.autograd.grad returned{at}, and it "
+            f"has no grad_fn, so nothing computed from it can be differentiated again: a gradient has a graph of its "
+            f"own only when it is computed with create_graph=True and depends on something that requires grad."
+        )
+    else:
+        text = (
+            f"{_cap(name)} holds exactly the gradient that flowed into {src} in backward pass {k + 1} (a "
+            f"torch.autograd.grad call, or a .grad read after backward), and it is a leaf without grad_fn, so nothing "
+            f"computed from it can be differentiated again: a gradient has a graph of its own only when it is "
+            f"computed with create_graph=True and depends on something that requires grad."
+        )
+    kind = "gradient_without_graph"
+    if lead is not None:  # (whether create_graph was passed, the code says)
         text += " " + lead.text
         kind, line, code = lead.kind, lead.line, lead.code
     facts = (_fact(view, leaf_id, "requires_grad"), _fact(view, leaf_id, "is_leaf"))
-    return Cut(kind, "grad", leaf_id, name, line, code, text, (source.id, leaf_id), facts=facts)
+    path = (source.id, leaf_id) if source is not None else (leaf_id,)
+    return Cut(kind, "grad", leaf_id, name, line, code, text, path, facts=facts)
+
+
+def trace_origins(view: PathView, trace, files=()) -> dict[str, tuple[str, int]]:
+    """Where the code made or first used the traced tensors without history: the trace's
+    ``origins`` (``{tensor id: (file, line)}`` of tensors first seen where they were used)
+    and, for each tensor it recorded as made by ``torch.autograd.grad``, the file and line
+    of that call (the first of ``files`` and the origins' files whose line is the code the
+    trace recorded there; none when no file matches)."""
+    raw = getattr(getattr(trace, "_rec", None), "origins", None) or {}
+    out = {f"t{i}": where for i, where in dict(raw).items()}
+    where = list(dict.fromkeys([*(f for f in files if f), *(f for f, _ in out.values())]))
+    for t in view.g.tensors:
+        if t.made_by == "autograd.grad" and t.id not in out and t.line and t.code:
+            found = next((f for f in where if source_line(f, t.line) == t.code), None)
+            if found is not None:
+                out[t.id] = (found, t.line)
+    return out
 
 
 def _grad_input_name(code: str | None) -> str | None:

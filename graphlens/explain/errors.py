@@ -13,13 +13,13 @@ from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
 from .context import Context, as_code, assignment_line, line_op, on_graph, root_graph, short
-from .cuts import code_cut, cut_fix, traced_cut
+from .cuts import code_cut, cut_fix, trace_origins, traced_cut
 from .evidence import unrecorded_sentence
 from .grad import analyse
-from .live import INTEGER_DTYPES, find_live
+from .live import INTEGER_DTYPES, find_live, named_after
 from .hook_errors import (
-    backward_hook_inplace, custom_fn_grad_shape, custom_fn_view_inplace, hook_changed_gradient, hook_no_requires_grad,
-    hook_wrong_count, inplace_activation,
+    backward_hook_inplace, custom_fn_grad_shape, custom_fn_legacy, custom_fn_no_backward, custom_fn_view_inplace,
+    hook_changed_gradient, hook_no_requires_grad, hook_wrong_count, inplace_activation,
 )
 from .messages import SIMPLE_HANDLERS, classify
 from .mistakes import HANDLERS as MISTAKE_HANDLERS
@@ -42,8 +42,9 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
     and the one that changed it: an in-place activation, an optimizer's ``step()``), an
     in-place change to a leaf that requires grad, requires_grad changed on a non-leaf,
     backward on a non-scalar or on a tensor without grad_fn, a non-leaf given to an
-    optimizer, hooks and custom Functions that return the wrong thing, a hook on a tensor
-    without grad, anomaly mode's NaN, and more.  Names come from ``graph_or_trace`` when
+    optimizer, hooks and custom Functions that return the wrong thing, a custom Function
+    written the old way or without backward, a hook on a tensor without grad, anomaly mode's
+    NaN, the warning about ``.grad`` of a non-leaf, and more.  Names come from ``graph_or_trace`` when
     given, else from the variables of the frame that raised.  Any other error gets
     ``"unknown_error"``, its message quoted and no fix.  This function never raises: a
     partial trace or an odd object still gives an explanation.
@@ -170,9 +171,10 @@ def _inplace_leaf(message, match, g, trace, ctx) -> Explanation:
             f"give {act_name} inplace=False (or set {as_code(act_name)}.inplace = False)" if act_name else f"drop inplace=True")
             + f", call it on a copy ({as_code(act_name) if act_name else 'relu'}({x}.clone())), or use torch.nn.functional.{act_op.rstrip('_')}({x}); "
             f"an in-place activation suits only tensors computed inside the model, never its parameters or inputs that require grad.")
+    leaf_facts = [(tid, "requires_grad", True)] + ([(tid, "is_leaf", True)] if base is None and not view_of else [])
     return Explanation(
         reasons, sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
-        op=op, line=ctx.line or None, lineno=ctx.lineno, fix=fix,
+        op=op, line=ctx.line or None, lineno=ctx.lineno, fix=fix, facts=leaf_facts if tid else (),
     )
 
 
@@ -189,7 +191,7 @@ def _requires_grad_nonleaf(message, match, g, trace, ctx) -> Explanation:
         sentences.append(f"{who} was made by {made}.")
     return Explanation(
         ["requires_grad_nonleaf"], sentences, tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
-        op=made, line=ctx.line or None, lineno=ctx.lineno,
+        op=made, line=ctx.line or None, lineno=ctx.lineno, facts=[(tid, "is_leaf", False)] if tid else (),
         fix=f"Use {name or 'y'}.detach() for a copy without gradient, or set requires_grad on the leaves it comes from.",
     )
 
@@ -230,6 +232,7 @@ def _retain_no_rg(message, match, g, trace, ctx) -> Explanation:
         ["retain_grad_no_requires_grad"],
         [f"retain_grad() was called on {who}, which does not require grad, so there is no gradient to keep."],
         tensor_name=name, tensor_id=tid, graph=g, path=[tid] if tid else (), message=message,
+        facts=[(tid, "requires_grad", False)] if tid else (),
         fix=f"Make the leaves {who} is computed from require grad (or ask graphlens.explain({name or 'x'}) why it does not).",
     )
 
@@ -265,9 +268,12 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         recs = [t for t in g.tensors if not t.requires_grad and (name is None or t.name == name)]
         if recs:
             tid, name = recs[-1].id, recs[-1].name or name
+    if g is not None and tid is not None and ctx.candidates:
+        g = named_after(g, ctx.candidates, paths=True)  # (tensors a helper made, named after the raising frame's variables)
     who = name or ("the tensor" if root is not None else f"output {index}")
     sentences = [f"backward was called on {who}, which does not require grad and has no grad_fn: no graph leads back from it."]
     reasons = ["no_grad_fn"]
+    facts: list[tuple] = []
     if unrecorded:  # nothing recorded is said of it: another tensor's record would be a wrong answer
         reasons.append("not_recorded")
         sentences.append(unrecorded_sentence("trace" if trace is not None else "traced graph" if g.source == "trace" else "graph", who))
@@ -276,30 +282,37 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
     cut = None
     detail: list = []
     made_at = None
+    sub_fix = None  # (the fix for how the root itself was made, when that is the answer)
     if g is not None and tid is not None:
         view = PathView(g)
         node = view.t(tid)
+        facts += [(tid, "requires_grad", False), (tid, "is_leaf", True)]
         sub = analyse(view, tid, [], live=g.tensor(tid), ran=None, optimizer=None, hints={})
         detail = [r for r in sub.reasons if r in ("created_in_no_grad", "made_by_detach", "integer_dtype")]
         reasons += detail
         if detail:  # the root itself was made so
             sentences += sub.sentences[1:2]
+            facts += sub.facts
+            sub_fix = sub.fix
             path, edges = list(sub.path) or path, list(sub.edges)
             made = view.o(node.op) if node.op is not None else None
             at, text = assignment_line(ctx.frame, ctx.lineno, name)
             if made is not None:
                 made_at = (made.forward, text or made.code, at or made.line, made.id)
+            if at is not None and text:  # (the raising frame's own assignment: a traced op's line may be its caller's)
+                sentences.append(f"{name or 'It'} is made at line {at}: {text}")
         else:
-            cut = traced_cut(view, tid)
+            cut = traced_cut(view, tid, trace_origins(view, trace, _files(ctx)))
     if cut is None and not detail:  # what the graph does not show, the code may: a lead, said as one
         cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
     if cut is None and not detail and g is not None and tid is not None:
-        node = PathView(g).t(tid)
-        if node.op is not None and PathView(g).o(node.op).name is None:
-            sentences.append("The tensors it was computed from, as far as the trace saw them, do not require grad.")
+        view = PathView(g)
+        if view.t(tid).op is not None and view.o(view.t(tid).op).name is None:
+            sentences.append(_computed_from(view, tid, facts))
     if cut is not None:
         reasons.append(cut.kind)
         sentences.append(cut.text)
+        facts += [f for f in cut.facts if f]
         if cut.path and g is not None:
             path = list(cut.path) + [p for p in path if p not in cut.path]
             edges = PathView(g).highlight_edges(path)
@@ -313,15 +326,52 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         name, tid = cut.tensor, None  # the answer is about the variable that was rebound
     return Explanation(
         reasons, sentences, tensor_name=name, tensor_id=tid, graph=g, path=path, edges=edges, message=message,
-        fix=cut_fix(cut, name) if cut is not None else (
-            "Make sure the leaves the loss is computed from require grad (parameters do), and compute the loss "
-            "outside torch.no_grad(), without detach(), integer results or .item(); run the code under "
-            "graphlens.trace() to see where the path stops."
-        ),
+        fix=cut_fix(cut, name) if cut is not None else (sub_fix or _no_cut_fix(g, ctx, name)),
         op=cut.op if cut else (made_at[0] if made_at else None), line=cut.code if cut else (made_at[1] if made_at else None),
         lineno=cut.line if cut else (made_at[2] if made_at else None),
         cause=cut.node if cut else (made_at[3] if made_at else None),
+        facts=[f for f in facts if g is not None and f[0] in g],
     )
+
+
+def _computed_from(view: PathView, tid: str, facts: list) -> str:
+    """What the trace saw of the tensors ``tid`` was computed from (none of them requires
+    grad, or which do), as one sentence; the premises it states go to ``facts``."""
+    seen, stack, ancestors = {tid}, [tid], []
+    while stack:
+        node = view.t(stack.pop())
+        for i in (view.adj.inputs.get(node.op, ()) if node.op is not None and node.op in view.g else ()):
+            if i not in seen:
+                seen.add(i)
+                ancestors.append(i)
+                stack.append(i)
+    needing = [a for a in ancestors if view.t(a).requires_grad]
+    if not needing:
+        facts.extend((a, "requires_grad", False) for a in ancestors)
+        return "The tensors it was computed from, as far as the trace saw them, do not require grad."
+    facts.extend((a, "requires_grad", True) for a in needing[:3])
+    shown = ", ".join(view.label(a) for a in needing[:3]) + (", ..." if len(needing) > 3 else "")
+    return (f"It was computed from {shown}, which {'requires' if len(needing) == 1 else 'require'} grad, but no call the "
+            f"trace saw on the way explains the missing grad_fn; graphlens cannot tell where the path stops.")
+
+
+def _no_cut_fix(g: Graph | None, ctx: Context, root: str | None) -> str:
+    """The fix when no cut was found: make the leaves require grad, without claiming that the
+    parameters do unless the graph (or the user's variables) shows they all do."""
+    loss = root or "the loss"
+    params = [t for t in g.tensors if t.is_parameter] if g is not None else []
+    flags = [t.requires_grad for t in params] or [t.requires_grad for _, t in ctx.candidates if isinstance(t, torch.nn.Parameter)]
+    which = "(parameters do)" if flags and all(flags) else "(an nn.Parameter does unless it was frozen; data needs requires_grad=True)"
+    return (f"Make sure the leaves {loss} is computed from require grad {which}, and compute {loss} outside "
+            f"torch.no_grad(), without detach(), integer results or .item(); run the code under graphlens.trace() to "
+            f"see where the path stops.")
+
+
+def _files(ctx: Context) -> list[str]:
+    """The source files of the user's frames the traceback and the caller show (where a
+    traced line may be read)."""
+    frames = [f for f, _ in ctx.user_frames] + ([ctx.caller] if ctx.caller is not None else [])
+    return list(dict.fromkeys(f.f_code.co_filename for f in frames))
 
 
 def _receiver(line: str) -> str | None:
@@ -420,4 +470,6 @@ _HANDLERS = {
     "hook_wrong_count": hook_wrong_count,
     "custom_fn_grad_shape": custom_fn_grad_shape,
     "hook_no_requires_grad": hook_no_requires_grad,
+    "custom_fn_legacy": custom_fn_legacy,
+    "custom_fn_no_backward": custom_fn_no_backward,
 }

@@ -16,6 +16,7 @@ from .types import Explanation
 __all__ = [
     "backward_hook_inplace", "custom_fn_view_inplace", "hook_changed_gradient", "hook_wrong_count",
     "custom_fn_grad_shape", "hook_no_requires_grad", "inplace_activation", "return_line", "no_grad_block",
+    "custom_fn_legacy", "custom_fn_no_backward",
 ]
 
 #: The nn.functional activations that take ``inplace=`` (their in-place torch call is ``name_``).
@@ -362,3 +363,61 @@ def hook_no_requires_grad(message, match, g, trace, ctx: Context) -> Explanation
                f"{name or 't'}.register_hook(...)), or compute {who} from tensors that require grad, outside no_grad.")
     return Explanation(reasons, sentences, fix=fix, tensor_name=name, graph=g, message=message, op="register_hook",
                        line=ctx.line or None, lineno=ctx.lineno)
+
+
+def _defined_at(cls: Any) -> tuple[int | None, str | None]:
+    """``(lineno, text)`` of the ``class`` line of ``cls`` (``(None, None)`` without source)."""
+    try:
+        lines, start = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return None, None
+    return start, lines[0].strip()
+
+
+def custom_fn_legacy(message, match, g, trace, ctx: Context) -> Explanation:
+    """An autograd.Function written the old way (instance methods, called as ``Fn()(x)``)."""
+    obj = ctx.torch_local("__call__", "self")
+    cls = type(obj) if isinstance(obj, torch.autograd.Function) else None
+    name = cls.__name__ if cls is not None else None
+    lineno, line = _defined_at(cls) if cls is not None else (None, None)
+    who = f"the custom autograd.Function {name}" if name else "a custom autograd.Function"
+    sentences = [
+        f"{who[0].upper() + who[1:]} was written the old way: forward is an ordinary method and the Function was "
+        f"called as an object" + (f" ({ctx.line})" if ctx.line else "") + ". PyTorch no longer runs such Functions: "
+        "forward and backward must be static methods that take ctx first, and the Function is called through .apply."
+    ]
+    if line:
+        sentences.append(f"{name} is defined at line {lineno}: {line}")
+    n = name or "MyFunction"
+    return Explanation(
+        ["custom_fn_legacy"], sentences, graph=g, message=message, op=name, line=ctx.line or None, lineno=ctx.lineno,
+        fix=f"Mark forward and backward of {n} with @staticmethod, give each ctx as its first argument (save tensors "
+        f"with ctx.save_for_backward(...) instead of self), and call {n}.apply(x) instead of {n}()(x).",
+    )
+
+
+def custom_fn_no_backward(message, match, g, trace, ctx: Context) -> Explanation:
+    """backward ran through a custom autograd.Function that defines no ``backward`` (nor ``vjp``)."""
+    node = ctx.torch_local("backward", "ctx")
+    cls = getattr(node, "_forward_cls", None)
+    name = cls.__name__ if isinstance(cls, type) else None
+    own = [k for k, v in vars(cls).items() if k.lower().startswith("back") and k != "backward"] if name else []
+    lineno, line = _defined_at(cls) if name else (None, None)
+    who = f"the custom autograd.Function {name}" if name else "a custom autograd.Function"
+    sentences = [
+        f"Backward reached {who}, which defines forward but no backward method: PyTorch cannot compute the "
+        f"gradient of its inputs."
+    ]
+    if own:
+        sentences.append(f"{name} has a method named {own[0]}, not backward, so PyTorch does not use it.")
+    if line:
+        sentences.append(f"{name} is defined at line {lineno}: {line}")
+    n = name or "MyFunction"
+    fix = (f"Rename {n}.{own[0]} to backward (a @staticmethod taking ctx and one gradient per output of forward)."
+           if own else
+           f"Add to {n} a @staticmethod backward(ctx, grad_output) that returns one gradient per input of forward "
+           f"(None for inputs that need none); or, if {n}'s output needs no gradient, compute it under torch.no_grad().")
+    return Explanation(
+        ["custom_fn_no_backward"], sentences, graph=g, message=message, op=name, line=line, lineno=lineno, fix=fix,
+    )
+

@@ -95,7 +95,10 @@ def _kind_of(name: str, node: ast.AST | None = None) -> str:
     if name == "data":
         return "cut_by_detach"
     if name == "grad":
-        return "constant_gradient" if isinstance(node, ast.Call) and _keyword_is(node, "create_graph", True) else "grad_without_create_graph"
+        given = next((k.value for k in node.keywords if k.arg == "create_graph"), None) if isinstance(node, ast.Call) else None
+        if given is not None and not isinstance(given, ast.Constant):
+            return "gradient_without_graph"  # (create_graph=flag: which one it was, the code does not say)
+        return "constant_gradient" if given is not None and given.value is True else "grad_without_create_graph"
     if name == "grad_attr":
         return "grad_without_create_graph"
     if name == "checkpoint":
@@ -105,7 +108,7 @@ def _kind_of(name: str, node: ast.AST | None = None) -> str:
 
 #: What a lead read from the code says the call does, by the kind of cut.
 _WHAT = {
-    "cut_by_integer_op": "gives integer or bool values, which carry no gradient",
+    "cut_by_integer_op": "gives integer or bool values (they carry no gradient)",
     "cut_by_python_value": "makes plain numbers or a new tensor from numbers, without history",
     "cut_by_detach": "gives a tensor cut from the graph",
     "cut_by_nondifferentiable_op": "has no gradient in PyTorch: its result has no history",
@@ -113,6 +116,8 @@ _WHAT = {
     "cannot be differentiated again",
     "constant_gradient": "computes a gradient with create_graph=True; one that still has no graph is a constant (it "
     "depends on nothing that requires grad, as for a function linear in its inputs), so its derivative is zero",
+    "gradient_without_graph": "computes a gradient whose create_graph is set by a variable: a gradient without a "
+    "graph of its own if it was False, a constant (whose derivative is zero) if it was True",
     "cut_by_checkpoint": "runs its function inside torch.no_grad() (the reentrant torch.utils.checkpoint, "
     "use_reentrant=True) and gives the result a graph only when a tensor passed to it requires grad",
 }
@@ -134,7 +139,7 @@ def _scope_of(tree: ast.AST, lineno: int) -> ast.AST:
 
 def code_cut(
     frame: FrameType | None, lineno: int | None, root: str | None, live: dict | None = None, *, filename: str | None = None,
-    depth: int = 0, frozen: bool = True,
+    depth: int = 0, frozen: bool = True, through: bool = False,
 ) -> Cut | None:
     """A lead read from the source of ``frame``'s function: following the variables ``root``
     was assigned from (before ``lineno``), the closest call whose result carries no gradient
@@ -142,10 +147,11 @@ def code_cut(
     Source reading cannot see values, so the cut is a lead: ``known`` is False.  ``live``
     (the caller's variables) lets it see which leaves require grad now (a flag switched on
     after the line that used it) and, when the code shows no cut, whether every parameter
-    among them is frozen (that one is a live fact: ``known`` is True)."""
+    among them is frozen (that one is a live fact: ``known`` is True).  ``through``: the
+    line ``lineno`` itself made ``root`` (its assignment is read too)."""
     if (frame is None and filename is None) or root is None or lineno is None or not root.isidentifier():
         return None
-    found = _code_cut(frame, lineno, root, live, filename, depth)
+    found = _code_cut(frame, lineno, root, live, filename, depth, through)
     if found is None and depth == 0 and live and frozen:
         found = _all_frozen(root, live)
     return found
@@ -170,7 +176,8 @@ def _all_frozen(root: str, live: dict) -> Cut | None:
     return Cut("frozen_parameters", None, None, root, None, None, text, ())
 
 
-def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | None, depth: int) -> Cut | None:
+def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | None, depth: int,
+              through: bool = False) -> Cut | None:
     filename = filename or frame.f_code.co_filename
     lines = linecache.getlines(filename)
     if not lines:
@@ -182,6 +189,8 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
     scope = _scope_of(tree, lineno)
     functions = {n.name: n for n in getattr(tree, "body", ()) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assigns: dict[str, list[tuple[int, ast.AST]]] = {}
+    shown: dict[tuple[str, int], str] = {}  # (variable, line) -> what the line assigns, when it is an entry of it
+    lineno += through  # (the statements before this bound are read: with through, the line itself too)
     for node in ast.walk(scope):
         if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and node.lineno < lineno:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -200,6 +209,8 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
                 for name in ast.walk(target):
                     if isinstance(name, ast.Name):
                         assigns.setdefault(name.id, []).append((node.lineno, node.value))
+                        if isinstance(target, ast.Subscript) and name is target.value:
+                            shown[(name.id, node.lineno)] = ast.unparse(target)  # cache["g"] = ...: that entry
     seen: set[tuple[str, int]] = set()
     queue: deque[tuple[str, int, list[str]]] = deque([(root, lineno, [root])])
     while queue:
@@ -273,9 +284,11 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
             text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
             via = " <- ".join(chain)
             call = {"grad_attr": ".grad", "grad": "torch.autograd.grad", "checkpoint": "checkpoint"}.get(name, name)
+            entry = shown.get((var, ln))
             origin = (
-                f"line {ln} ({text_line}) makes {root} with {call}" if len(chain) == 1
-                else f"{root} comes from {chain[-1]} ({via}), and line {ln} ({text_line}) uses {call}"
+                f"line {ln} ({text_line}) makes {entry or root} with {call}" if len(chain) == 1
+                else f"{root} comes from {entry or chain[-1]}{f' ({via})' if len(chain) > 2 else ''}, and line {ln} "
+                f"({text_line}) uses {call}"
             )
             what = _WHAT_ATTR if name == "grad_attr" else _WHAT[kind]
             text = (
@@ -428,8 +441,9 @@ def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]], kinds: tuple
     """A lead for a traced tensor that does not require grad: following its forward inputs
     back to a tensor without history that the trace saw only when it was first used
     (``origins``: tensor id -> (file, line) of that use; made by a call the mode cannot see,
-    such as the legacy ``torch.FloatTensor([...])``), the source of that line's function
-    is read for how the names on it were made (:func:`code_cut`).  A lead, not a fact."""
+    such as the legacy ``torch.FloatTensor([...])``; or the line where the trace saw it made,
+    by ``torch.autograd.grad``), the source of that line's function is read for how the
+    names on it were made (:func:`code_cut`).  A lead, not a fact."""
     seen: set[str] = set()
     stack = [tid]
     while stack:
@@ -443,8 +457,10 @@ def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]], kinds: tuple
             for name in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _strip_comment(line))):
                 if keyword.iskeyword(name):
                     continue
-                cut = code_cut(None, lineno, name, filename=filename)
-                if cut is not None and cut.kind in kinds:
+                # (a tensor the trace saw made there, by torch.autograd.grad: the line's own assignment counts)
+                made = view.t(t).made_by is not None
+                cut = code_cut(None, lineno, name, filename=filename, through=made)
+                if cut is not None and cut.kind in kinds and (not made or cut.line == lineno or _one_grad_call(filename, cut.line)):
                     return cut
             continue
         node = view.t(t)
@@ -452,3 +468,18 @@ def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]], kinds: tuple
             stack.extend(i for i in view.adj.inputs.get(node.op, ()) if not view.t(i).requires_grad)
     return None
 
+
+def _one_grad_call(filename: str, lineno: int | None) -> bool:
+    """Whether the function holding line ``lineno`` of ``filename`` calls ``torch.autograd.grad``
+    once only (a helper called on a traced line: with two calls, which one made the tensor
+    the trace saw is not known)."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return False
+    if lineno is None:
+        return False
+    scope = _scope_of(tree, lineno)
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and _call_name(n) == "grad"
+             and ast.unparse(n.func).split(".")[-2:-1] in ([], ["autograd"])]
+    return len(calls) == 1

@@ -70,16 +70,22 @@ def snapshot_for(roots: list[torch.Tensor], tensor: torch.Tensor, extra: list[to
     return Graph(g.tensors, g.ops, g.edges, root_ids, source=g.source, refs=refs)
 
 
-def named_after(g: Graph, candidates: list) -> Graph:
+def named_after(g: Graph, candidates: list, *, paths: bool = False) -> Graph:
     """``g`` with the tensors it recorded without a name named after the caller's variables
     that hold them now (``candidates``: ``(name, tensor)`` pairs): a tensor made inside a
     function the traced block called, that the caller's frame holds, is named in the answer
-    by its variable rather than as ``t37``.  ``g`` itself when there is nothing to name."""
+    by its variable rather than as ``t37``.  With ``paths``, a parameter recorded under a
+    plain variable's name (the ``param`` of ``for param in net.parameters()``) is named by
+    its module path (``net.2.bias``) when a candidate holds it under one.  ``g`` itself when
+    there is nothing to name."""
     names: dict[str, str] = {}
     taken = {n.name for n in g.tensors if n.name}
     for name, t in candidates:
         tid = find_live(g, t)
-        if tid is None or name in taken or tid in names or g.node(tid).name is not None:
+        if tid is None or name in taken or tid in names:
+            continue
+        node = g.node(tid)
+        if node.name is not None and not (paths and node.is_parameter and "." in name and "." not in node.name):
             continue
         names[tid] = name
         taken.add(name)

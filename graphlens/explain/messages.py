@@ -78,7 +78,14 @@ MORE: list[tuple[str, tuple[type, ...], re.Pattern]] = [
         _RT,
         re.compile(r"Output (?P<nr>\d+) of (?P<op>\w+) is a view and is being modified inplace\. This view was created inside a custom Function"),
     ),
-    ("view_inplace_no_grad", _RT, re.compile(r"A view was created in (?P<mode>no_grad|inference) mode and is being modified inplace")),
+    (
+        "view_inplace_no_grad",
+        _RT,
+        re.compile(
+            r"(?:A view|is a view of a view which) was created in (?P<mode>no_grad|inference) mode and "
+            r"(?:is being|(?P<base>its base or another view of its base has been)) modified inplace"
+        ),
+    ),
     (
         "inference_tensor_outside",
         _RT,
@@ -111,6 +118,17 @@ MORE: list[tuple[str, tuple[type, ...], re.Pattern]] = [
     ),
     ("hook_no_requires_grad", _RT, re.compile(r"cannot register a hook on a (?:tensor|variable) that doesn't require gradient")),
     ("save_for_backward_nontensor", _TYPE, re.compile(r"save_for_backward can only save variables, but argument (?P<index>\d+) is of type (?P<type>\w+)")),
+    ("custom_fn_legacy", _RT, re.compile(r"Legacy autograd function with non-static forward method is deprecated")),
+    (
+        "custom_fn_no_backward",
+        _RT,
+        re.compile(r"You must implement either the backward or vjp method for your custom autograd\.Function"),
+    ),
+    (
+        "nonleaf_grad_access",
+        (Warning,),
+        re.compile(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed"),
+    ),
     (
         "grad_assignment_mismatch",
         _RT,
@@ -183,8 +201,8 @@ SIMPLE_HANDLERS = {
     ),
     "view_inplace_no_grad": simple(
         "view_inplace_no_grad",
-        "A view taken inside torch.{mode} mode was changed in place outside it: PyTorch cannot tell whether the "
-        "change should be tracked for gradients, so it refuses.",
+        "A view taken in {mode} mode was changed in place outside that mode (or its base, or another view of its "
+        "base, was): PyTorch cannot tell whether the change should be tracked for gradients, so it refuses.",
         "Take the view and change it in the same mode: both inside the no_grad block (the change is not tracked) "
         "or both outside it (the change is tracked); or change a clone() of the view.",
     ),
@@ -194,6 +212,15 @@ SIMPLE_HANDLERS = {
         "({what} it): inference tensors carry no version counter and no graph.",
         "Make the tensor under torch.no_grad() instead of inference_mode(), or use a clone() of it outside "
         "inference_mode().",
+    ),
+    "nonleaf_grad_access": simple(
+        "nonleaf_grad_access",
+        "PyTorch warned that .grad was read on a tensor that is not a leaf (it was computed from other tensors): "
+        "backward keeps a gradient only on leaves, so that .grad is None unless retain_grad() was called on the "
+        "tensor before backward.",
+        "Read .grad of the leaf the tensor was computed from (a parameter, or the input made with requires_grad=True), "
+        "or call t.retain_grad() before backward to keep the gradient of t; graphlens.explain(t, loss) names the "
+        "leaf and the path.",
     ),
     "save_for_backward_nontensor": simple(
         "save_for_backward_nontensor",

@@ -99,7 +99,7 @@ def not_required(a: Asked, d: Draft) -> None:
             )
         d.path = grad_ins + ([op] if op else []) + [tid]
         d.edges = view.highlight_edges(d.path)
-        d.fix = f"Compute {name} outside the torch.{region}() block if a gradient must flow through it."
+        d.fix = f"Compute {name} outside torch.{region}() (not inside its with block) if a gradient must flow through it."
     elif a.is_param:
         d.fact(tid, "is_parameter", True)
         d.sentences.append("It is a parameter whose requires_grad was set to False (frozen).")

@@ -62,3 +62,9 @@ def test_fix_does_not_ask_for_requires_grad_again(how):
 def test_note_names_the_argmax():
     """The note of trace(explain_errors=True) names argmax as the cut."""
     expect(note(argmax_then_loss), says=("argmax",))
+
+
+def test_traced_answer_calls_the_tensors_by_what_made_them():
+    """With a trace, the tensors around argmax are the softmax result and the variables computed from it, not bare ids."""
+    expect(explained(argmax_then_loss, "traced"), says=("the result of softmax", "(train_preds_probs, loss)"),
+           never=("an unnamed tensor",))

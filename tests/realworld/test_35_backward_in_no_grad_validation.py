@@ -58,3 +58,9 @@ def test_traced_line_is_in_the_no_grad_block():
     """With a trace, e.line is a line of the no_grad block that made losses."""
     expect(explained(backward_in_no_grad_validation, "traced"), line=("losses = ((outputs - target) ** 2).mean()", "outputs = model(inputs)",
                                            "with torch.no_grad()"))
+
+
+def test_traced_fix_is_about_the_no_grad_block_and_names_the_line():
+    """With a trace, the fix is the no_grad one (never the generic "(parameters do)"), and the answer gives losses' line."""
+    expect(explained(backward_in_no_grad_validation, "traced"), says=("losses is made at line",),
+           line="losses = ((outputs - target) ** 2).mean()", never_fix=("(parameters do)", "require grad"))

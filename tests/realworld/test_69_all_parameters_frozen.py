@@ -57,3 +57,8 @@ def test_fix_unfreezes_and_filters_the_optimizer(how):
 def test_traced_answer_names_the_loss_parameters():
     """With a trace, the frozen parameters named are the ones the loss was computed from (its graph's)."""
     expect(explained(freeze_everything, "traced"), says=("computed from the parameters",))
+
+
+def test_traced_answer_names_parameters_by_module_path():
+    """With a trace, the last parameter is named net.2.bias, not param (the loop variable that last held it)."""
+    expect(explained(freeze_everything, "traced"), says=("net.2.bias",), never=(", param,", "param, and"))

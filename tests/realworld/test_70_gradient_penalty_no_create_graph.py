@@ -64,6 +64,12 @@ def test_plain_error_reads_the_helper_code():
     expect(explained(penalty_alone), op="grad", line="torch.autograd.grad(outputs=d_out", says=("If ", "gradient_penalty()"))
 
 
+def test_traced_error_reads_the_call_inside_the_helper():
+    """With a trace whose block is in another file, explain_error still reads the helper's call: grads, interpolates, no create_graph."""
+    expect(explained(penalty_alone, "traced"), reasons=("grad_without_create_graph",), line="torch.autograd.grad(outputs=d_out",
+           says=("grads", "interpolates"))
+
+
 def test_silent_penalty_names_grads_and_interpolates():
     """Added to the critic's loss, the penalty has no graph: explain(gp, tr) names grads and interpolates, and the call."""
     critic, real, fake = setup()
