@@ -278,6 +278,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "trace_chain_lean": ratio(res, "lean", "plain"), "trace_inline_vs_step": ratio(res, "inline", "trace"),
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
     })
+    out["finiteness"] = _finiteness_cost(interleaved, ratio, repeats, floor, step)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
         step_m = make()
         if isinstance(step_m, str):
@@ -294,6 +295,45 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
                               "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain")})
     return out
+
+
+def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor: float, chain_step: Callable) -> list:
+    """What checking every recorded value and gradient for NaN and inf costs (issue 25's
+    budget: at most +0.05x on the MLP step and the tiny-op chain): the trace with the checks
+    and the same trace with them switched off (in this process only)."""
+    from graphlens import _facts, _recorder
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512))
+    batch = torch.randn(64, 512)
+
+    def mlp():
+        for p in model.parameters():
+            p.grad = None
+        model(batch).pow(2).mean().backward()
+
+    rows = []
+    for label, step in (("MLP 3x512, batch 64", mlp), ("2,000-op chain, 4 elements", chain_step)):
+        def checked(step=step):
+            with gl.trace():
+                step()
+
+        def unchecked(step=step):
+            saved = _facts.finiteness, _recorder._not_finite, _facts._finite_head
+            _facts.finiteness = lambda t: (None, None)
+            _recorder._not_finite = lambda h: False
+            _facts._finite_head = lambda head: (None, None)
+            try:
+                with gl.trace():
+                    step()
+            finally:
+                _facts.finiteness, _recorder._not_finite, _facts._finite_head = saved
+
+        res = interleaved({"plain": step, "checked": checked, "unchecked": unchecked}, repeats, floor)
+        rows.append({"workload": label, "with_checks": ratio(res, "checked", "plain"), "without_checks": ratio(res, "unchecked", "plain"),
+                     "cost": ratio(res, "checked", "plain") - ratio(res, "unchecked", "plain")})
+    return rows
 
 
 def _under(mode: type, step: Callable[[], None]) -> None:
@@ -320,6 +360,9 @@ def show_f(f: dict) -> None:
               f" (target {TARGETS_F['trace_chain_nograds']}), grads and saved off {r['trace_chain_lean']:.2f}x (target {TARGETS_F['trace_chain_lean']});"
               f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x; inline loop / step() {r['trace_inline_vs_step']:.2f}"
               f" (target {TARGETS_F['trace_inline_vs_step']})")
+    for r in f.get("finiteness", []):
+        print(f"  NaN/inf checks, {r['workload']}: trace {r['with_checks']:.2f}x with them, {r['without_checks']:.2f}x without:"
+              f" {r['cost']:+.3f}x (budget +0.05x)")
     for r in f["models"]:
         if "skipped" in r:
             print(f"  {r['workload']}: {r['skipped']}")
@@ -350,6 +393,8 @@ def verdicts_f(f: dict) -> dict[str, str]:
         for key in ("trace_chain", "trace_chain_nograds", "trace_chain_lean"):
             out[key] = say(key, r[key], floors)
         out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"])
+    for r in f.get("finiteness", []):
+        out[f"nonfinite_checks[{r['workload']}]"] = f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")
     for r in f["models"]:
         if "skipped" not in r:
             out[f"trace_models[{r['workload']}]"] = say(

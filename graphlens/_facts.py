@@ -86,14 +86,57 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
             return (shape, dtype, n, tuple(_T.tolist(t)))
         if dtype in _NUMPY_DTYPES and t.is_cpu:
             try:  # numpy reads the head of any strides without a torch op (a third of the cost)
-                return (shape, dtype, n, tuple(_T.numpy(t).flat[:max_elements].tolist()))
+                head = tuple(_T.numpy(t).flat[:max_elements].tolist())
             except Exception:  # noqa: BLE001 - e.g. a conjugate view numpy will not take
-                pass
+                head = None
+            if head is not None:
+                if n > max_elements and (dtype in _FLOATING or dtype in _COMPLEX):
+                    finite, at = finiteness(t)
+                    return (shape, dtype, n, head, None, finite, at)
+                return (shape, dtype, n, head)
         if n <= max_elements:
             return (shape, dtype, n, tuple(_T.tolist(_T.reshape(t, -1))))
-        return (shape, dtype, n, tuple(_T.tolist(_leading(t, max_elements))))
+        head = tuple(_T.tolist(_leading(t, max_elements)))
+        if dtype in _FLOATING or dtype in _COMPLEX:
+            finite, at = finiteness(t)
+            return (shape, dtype, n, head, None, finite, at)
+        return (shape, dtype, n, head)
     except Exception as exc:  # noqa: BLE001
         return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
+
+
+def finiteness(t: torch.Tensor) -> tuple[bool | None, int | None]:
+    """``(finite, at)``: whether every element of a floating or complex tensor is finite
+    (no NaN, no infinity) and, when not, the flat row-major index of the first one that is
+    not.  One sum tells it (NaN and infinities survive a sum; a sum that overflows is checked
+    element by element); only a tensor that is not finite pays for the index.  Read on the
+    CPU only (elsewhere it would wait for the device): ``(None, None)``."""
+    if not t.is_cpu:
+        return None, None
+    try:
+        total = _T.sum(t, dtype=torch.float32) if t.dtype in _HALF else _T.sum(t)
+        value = _T.item(total)
+        if (math.isfinite(value.real) and math.isfinite(value.imag)) if type(value) is complex else math.isfinite(value):
+            return True, None
+        bad = torch.logical_not(torch.isfinite(t)).reshape(-1)
+        if not _T.item(_T.any(bad)):
+            return True, None  # (the sum overflowed; every element is finite)
+        return False, int(_T.item(_T.argmax(_T.to(bad, torch.uint8))))
+    except Exception:  # noqa: BLE001 - finiteness is a bonus
+        return None, None
+
+
+_HALF = frozenset({torch.float16, torch.bfloat16})
+
+
+def _finite_head(head: tuple) -> tuple[bool, int | None]:
+    for k, v in enumerate(head):
+        if type(v) is float:
+            if v != v or v in (math.inf, -math.inf):
+                return False, k
+        elif type(v) is complex and not (math.isfinite(v.real) and math.isfinite(v.imag)):
+            return False, k
+    return True, None
 
 
 def _unread_layout(t: torch.Tensor) -> str | None:
@@ -149,7 +192,12 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
                     mean = float(live.detach().mean(dtype=torch.float64))
             except Exception:  # noqa: BLE001 - stats are a bonus
                 lo = hi = mean = None
-    return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None)
+    finite = at = None
+    if len(read) > 5:
+        finite, at = read[5], read[6]
+    elif head is not None and len(head) >= numel > 0 and (dtype in _FLOATING or dtype in _COMPLEX):
+        finite, at = _finite_head(head)
+    return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None, finite, at)
 
 
 def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
@@ -258,7 +306,7 @@ def tensor_summary(value: torch.Tensor) -> Summary:
             head = (_T.item(value),)
         except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
             head = None
-    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None))
+    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None, None, None))
 
 
 def saved_value(value: Any) -> tuple[Any, bool]:

@@ -11,7 +11,7 @@ import torch
 
 from ._backward_record import BackwardRecord
 from ._capture import (
-    _FUNC_NAMES, _FORWARD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
+    _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from ._facts import _NUMBERS, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
@@ -39,6 +39,25 @@ _DETACHES = {_Tensor.detach, _Tensor.detach_, _DATA_GET}
 
 #: Calls that hand a tensor's value out of the graph as Python or NumPy numbers.
 EXITS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "__array__"})
+
+
+_INF = float("inf")
+
+
+def _not_finite(h: tuple) -> bool:
+    """Whether a value's head (see :func:`graphlens._facts.read_head`) shows a NaN or an
+    infinity: the whole tensor's check, read with it, or the head's own numbers."""
+    if len(h) > 5:
+        return h[5] is False
+    values = h[3]
+    if not values or type(values[0]) is bool or type(values[0]) is int:
+        return False
+    try:
+        total = sum(values)
+    except TypeError:
+        return False
+    return total != total or total == _INF or total == -_INF or (type(total) is complex and (
+        total.real != total.real or total.imag != total.imag or abs(total.real) == _INF or abs(total.imag) == _INF))
 
 
 class Recorder(BackwardRecord):
@@ -367,11 +386,14 @@ class Recorder(BackwardRecord):
             keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         shape = tuple(out.shape)
         refs.append(_ref(out))
+        h = head(out, shape, self.max_elements)
         recs.append((
             shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
-            None, None, scope, head(out, shape, self.max_elements),
+            None, None, scope, h,
         ))
         by_id[key] = i
+        if h is not None and _not_finite(h):
+            self.note_where(j, args)  # (rare: where a NaN or inf was made, inside the user's functions too)
         if self.saved:
             self.read_saved_now(fn, j, (i,))
 
@@ -463,10 +485,12 @@ class Recorder(BackwardRecord):
             made.append(i)
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
             self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)
+        elif op not in self.where and any(recs[i][_HEAD] is not None and _not_finite(recs[i][_HEAD]) for i in made):
+            self.note_where(op, ins)  # where a NaN or inf was made
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
 
-    def note_grad_outputs(self, outs: Any) -> None:
+    def note_grad_outputs(self, outs: Any, caller: FrameType | None = None) -> None:
         """What ``torch.autograd.grad`` handed back: each gradient made without a graph of its
         own (``create_graph=False``) is recorded as made by that call, at the user's line, so
         an explanation can say where a tensor with no history came from (the gradients made
@@ -474,9 +498,15 @@ class Recorder(BackwardRecord):
         frame = self.frame
         lasti = frame.f_lasti if frame is not None else -1
         region = self.region_now()
+        where = None
+        if caller is not None and not caller.f_code.co_filename.startswith("<eval_with_key"):
+            where = (caller.f_code.co_filename, caller.f_lineno)  # (the call's own line, in a helper too)
         for t in tensors_in(outs, []):
             if self.index_of(t) is None and grad_fn_of(t) is None:
-                self.made[self.new_tensor(t, None, 0, None, region)] = ("autograd.grad", lasti)
+                i = self.new_tensor(t, None, 0, None, region)
+                self.made[i] = ("autograd.grad", lasti)
+                if where is not None:
+                    self.origins[i] = where
 
     def record_exit(self, func, t: _Tensor) -> None:
         """A call that handed the value of ``t`` out as Python or NumPy numbers (``.item()``,

@@ -11,13 +11,15 @@ from typing import Callable, Iterable, TextIO
 
 import torch
 
+import graphlens
+
 from . import __version__, claims
 from .charts import CHARTS
 from .claims.registry import ARTICLE
 from .claims.status import STATUS, STATUSES
 from .graph import Graph
 
-__all__ = ["SECTION_TITLES", "REPLAYS", "build_page", "write_tour", "replay_html"]
+__all__ = ["SECTION_TITLES", "REPLAYS", "build_page", "write_tour", "replay_html", "nonfinite_html"]
 
 #: The article's sections, in order, with the titles the tour gives them.
 SECTION_TITLES = {
@@ -166,6 +168,52 @@ def replay_html(section: str) -> str:
     )
 
 
+# -- beyond the article: a gradient that is NaN -----------------------------------------------
+def masked_log():
+    """torch.where keeps log(0) = -inf out of the loss, but not out of the gradient."""
+    x = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
+    with graphlens.trace() as tr:
+        safe = torch.where(x > 0, torch.log(x), torch.zeros_like(x))
+        loss = safe.sum()
+        loss.backward()
+    return x, tr
+
+
+NONFINITE_TITLE = "Beyond the article: why is my gradient NaN?"
+
+
+def nonfinite_html() -> str:
+    """A section on a NaN gradient: the program, graphlens's answer, the diagram with NaN and
+    inf marked, and the replay that goes to the step that first sent a NaN."""
+    import inspect
+    import textwrap
+
+    from .explain import explain
+    from .render.replay_html import replay_frame
+
+    code = textwrap.dedent(inspect.getsource(masked_log))
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith('"""'))
+    try:
+        x, tr = masked_log()
+        graph = tr.graph()
+        why = explain(x, tr)
+        answer = why.to_html()
+        diagram = _inline_svg(graph)
+        frame = replay_frame(tr.replay(), height=560, title="The backward pass, step by step: the step that sends the NaN")
+    except Exception as exc:  # noqa: BLE001 - one broken section must not cost the whole tour
+        return f'<p class="nodiagram">no section: {_esc(exc)}</p>'
+    return (
+        f'<h2 id="section-nonfinite">{_esc(NONFINITE_TITLE)}</h2>'
+        "<p>The article's graph also explains a classic surprise: a loss that is a number, and a gradient that is not. "
+        "Here torch.where keeps log(0) out of the loss, yet x.grad[0] is NaN. In the diagram NaN and inf are red; the "
+        "replay opens with a link to the step of the engine that first sent one.</p>"
+        f'<div class="chart"><pre><code>{_esc(code)}</code></pre>'
+        f'<div class="observed">{answer}</div>'
+        f"<figure>{diagram}<figcaption>The traced graph: log's result holds -inf at [0], hidden from the loss by where; "
+        f"x.grad holds NaN at [0].</figcaption></figure>{frame}</div>"
+    )
+
+
 def _claim_html(claim: claims.Claim, verdict: claims.Verdict) -> str:
     figures = []
     shown: set[int] = set()
@@ -244,6 +292,10 @@ def build_page(
                 if progress:
                     progress(f"drawing {claim.id}")
                 body.append(_claim_html(claim, by_id[claim.id]))
+    if progress:
+        progress("tracing a NaN gradient")
+    body.append(nonfinite_html())
+    nav += f'<li><a href="#section-nonfinite">{_esc(NONFINITE_TITLE)}</a></li>'
     legend = " · ".join(f"{s.word}: {s.legend}" for s in STATUS.values() if s.legend)
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     versions = (

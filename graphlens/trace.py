@@ -476,18 +476,26 @@ def _run_backward(traces: tuple, caller, func, args, kwargs):
             out = call_from(caller, func, args, kwargs)
             done.append(True)
             if func is torch.autograd.grad:
-                try:
-                    with quiet():
-                        for t in traces:
-                            t._rec.note_grad_outputs(out)
-                except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
-                    for t in traces:
-                        t._fail(exc)
+                _note_grad_outputs(traces, out, caller)  # (a call, not a nested try: see _note_grad_outputs)
             return out
         finally:
             _finish(handles, begun, done)
     finally:
         _finish(handles, begun, done)
+
+
+def _note_grad_outputs(traces: tuple, out: Any, caller: Any) -> None:
+    """Record what ``torch.autograd.grad`` handed back, in every trace (a failure stops the
+    trace, never the user's line).  A function of its own: in CPython 3.11 the line event of
+    a ``try:`` nested in a protected block lies outside every enclosing handler, so an
+    interrupt arriving exactly there would skip the caller's ``finally``."""
+    try:
+        with quiet():
+            for t in traces:
+                t._rec.note_grad_outputs(out, caller)
+    except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+        for t in traces:
+            t._fail(exc)
 
 
 def _finish(handles: list, begun: list, done: list) -> None:

@@ -46,7 +46,10 @@ class Summary(NamedTuple):
     ``max_elements`` otherwise; ``None`` when the values were not read (sparse, meta or
     quantized tensors, and saved tensors, of which only shape and dtype are known).
     ``min``, ``max`` and ``mean`` are floats where they apply and were read, else
-    ``None``.  ``unread`` says why the values were not read, where graphlens could not
+    ``None``.  ``finite`` says whether every element is finite (no NaN, no infinity; ``None``
+    where it was not checked: integer and bool tensors, other devices) and ``nonfinite_at``
+    the flat row-major index of the first element that is not.  ``unread`` says why the
+    values were not read, where graphlens could not
     (``"a quantized tensor"``, ``"a LoggingTensor: a tensor subclass with its own
     __torch_dispatch__"``).  ``str(summary)`` is the compact text the diagrams show;
     :meth:`format` takes a precision.
@@ -66,6 +69,8 @@ class Summary(NamedTuple):
     max: float | None = None
     mean: float | None = None
     unread: str | None = None
+    finite: bool | None = None
+    nonfinite_at: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -93,12 +98,16 @@ class Summary(NamedTuple):
         return self.format()
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean", "unread") if getattr(self, k) is not None)
+        extra = "".join(
+            f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean", "unread", "finite", "nonfinite_at")
+            if getattr(self, k) is not None and not (k == "finite" and self.finite)
+        )
         return f"Summary({self.shape!r}, {self.dtype!r}, {self.numel!r}, head={self.head!r}{extra})"
 
     def _key(self) -> tuple:
         head = None if self.head is None else tuple(map(_nan_key, self.head))
-        return (self.shape, self.dtype, self.numel, head, _nan_key(self.min), _nan_key(self.max), _nan_key(self.mean), self.unread)
+        return (self.shape, self.dtype, self.numel, head, _nan_key(self.min), _nan_key(self.max), _nan_key(self.mean), self.unread,
+                self.finite, self.nonfinite_at)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Summary):
@@ -123,6 +132,10 @@ class Summary(NamedTuple):
         }
         if self.unread is not None:
             out["unread"] = self.unread
+        if self.finite is not None:
+            out["finite"] = self.finite
+        if self.nonfinite_at is not None:
+            out["nonfinite_at"] = self.nonfinite_at
         return out
 
     @classmethod
@@ -394,7 +407,7 @@ def read_summary(data: Any, where: str | Where) -> Summary:
 
 _SUMMARY_KINDS = {"shape": SHAPE, "dtype": TEXT, "numel": Kind("an integer >= -1", lambda v: type(v) is int and v >= -1),
                   "head": HEAD, "min": NUMBER_OR_NULL, "max": NUMBER_OR_NULL, "mean": NUMBER_OR_NULL,
-                  "unread": TEXT_OR_NULL}
+                  "unread": TEXT_OR_NULL, "finite": FLAG.or_null(), "nonfinite_at": COUNT.or_null()}
 
 SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
                        lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))

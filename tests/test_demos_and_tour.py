@@ -28,11 +28,13 @@ needs_layout = pytest.mark.skipif(not _has_layout_program(), reason="no dot or g
 
 
 def test_one_demo_per_article_section_in_order():
-    """There are eight demos, numbered 01..08 in the article's order, each with a title."""
+    """There are eight demos of the article, numbered 01..08 in its order, then demo 09 beyond
+    it (a NaN gradient), each with a title."""
     demos = list_demos()
-    assert [d.name[:2] for d in demos] == [f"{i:02d}" for i in range(1, 9)]
+    assert [d.name[:2] for d in demos] == [f"{i:02d}" for i in range(1, 10)]
     assert [d.name[3:] for d in demos] == [
         "dynamic_graph", "leaf_nodes", "requires_grad", "detach", "zero_grad", "retain_grad", "no_grad", "optimizer",
+        "nonfinite",
     ]
     assert all(d.title.startswith(f"Demo {i}:") for i, d in enumerate(demos, 1))
 
@@ -52,14 +54,20 @@ def test_every_demo_runs_and_writes_its_diagrams(demo, tmp_path):
         [sys.executable, str(demo.path), "--out", str(tmp_path)], capture_output=True, text=True, timeout=240
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "checked on this torch" in proc.stdout
-    assert re.search(r"^\s+(HOLDS|NUANCED|REFUTED|ERRATUM)\s", proc.stdout, re.M)
+    if demo.name.startswith("09"):  # beyond the article: graphlens's answers, no claims
+        assert "where_unchosen_branch" in proc.stdout and "overflow" in proc.stdout.lower()
+        assert (tmp_path / "09_nonfinite_replay.html").is_file()
+    else:
+        assert "checked on this torch" in proc.stdout
+        assert re.search(r"^\s+(HOLDS|NUANCED|REFUTED|ERRATUM)\s", proc.stdout, re.M)
     assert "ERROR " not in proc.stdout
     svgs = sorted(tmp_path.glob(f"{demo.name}*.svg"))
     pngs = sorted(tmp_path.glob(f"{demo.name}*.png"))
     assert svgs and len(svgs) == len(pngs)
     assert all("<svg" in p.read_text() for p in svgs)
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    if demo.name.startswith("09"):
+        return
     # each claim of the section is drawn too, from its evidence, with the notes of what was observed
     claim_svgs = sorted(tmp_path.glob("claim-*.svg"))
     assert claim_svgs, "the demo drew none of its claims' evidence"
@@ -157,3 +165,21 @@ def test_tour_page_is_self_contained_with_versions_and_counts(tour_page):
     for status in set(statuses):
         assert f"{statuses.count(status)} {status}</span>" in page
     assert len(statuses) == len(claims.all())
+
+
+def test_tour_page_ends_with_a_section_on_a_nan_gradient(tour_page):
+    """After the article's sections, the tour shows a NaN gradient: the program, graphlens's
+    answer (log's backward, the where trap, the fix), the diagram with NaN and inf in red, and
+    a replay whose page links to the step that first sent the NaN."""
+    import html as _html
+
+    from graphlens.render.style import NONFINITE
+
+    _, page = tour_page
+    start = page.index('id="section-nonfinite"')
+    assert start > page.index('id="section-7"')
+    section = page[start:]
+    assert "LogBackward0" in section and "torch.where" in section and "double-where" in section
+    assert NONFINITE.lower() in section.lower() and "<svg" in section
+    frame = _html.unescape(re.search(r'srcdoc="(.*?)"', section, re.S).group(1))
+    assert "class='nonfinite'" in frame and "#step=" in frame

@@ -14,7 +14,7 @@ from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
 from .answer import Asked, Draft
 from .copies import copy_answer
-from .cuts import Cut, code_cut, rebind_fix, rebinding
+from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
 from .modules import frame_modules, unregistered_owner
 from .facts import backward_ran
@@ -125,18 +125,50 @@ def _explain_recorded(
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
+    nonfinite = _nonfinite_recorded(g, tid, trace, names)
+    if nonfinite is not None:
+        return nonfinite
     roots = [r.id for r in g.roots]
     ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {}
-    origins = getattr(getattr(trace, "_rec", None), "origins", None)
+    origins = trace_origins(view, trace, [frame.f_code.co_filename] if frame is not None else [])
     if origins:
-        hints["origins"] = {f"t{i}": where for i, where in origins.items()}
+        hints["origins"] = origins
     roots_live = [t for t in (g.tensor(r) for r in roots) if t is not None]
     if live is not None and roots_live:
         hints["ctx_changed"] = ctx_changes(roots_live, live, lambda t: next(
             (n.name for n in g.tensors if n.name and g.tensor(n.id) is t), None))
     del roots_live
     return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
+
+
+def _nonfinite_recorded(g: Graph, tid: str, trace: Any, names: Mapping[str, Any] | None) -> Explanation | None:
+    """The answer for a tensor whose recorded value or gradient is NaN or infinite (None: it is not)."""
+    from .nonfinite import explain_nonfinite, nonfinite_in
+
+    node = g.node(tid)
+    if not isinstance(node, TensorNode) or nonfinite_in(node) is None:
+        return None
+    replay = None
+    if trace is not None and trace._rec.grads:
+        replay = trace.replay()
+    return explain_nonfinite(g, tid, replay, traced=g.source == "trace")
+
+
+def _nonfinite_live(tensor: torch.Tensor, candidates: list, names: Mapping[str, Any] | None) -> Explanation | None:
+    """Without a trace: a tensor whose value or .grad holds NaN or infinity gets what its graph
+    shows (where the first one is; the leaves that hold one), never a guessed origin."""
+    from .._facts import summarize
+    from ..snapshot import snapshot
+    from .nonfinite import explain_nonfinite
+
+    grad = tensor.grad if tensor.is_leaf or tensor.retains_grad else None
+    if summarize(tensor).finite is not False and (grad is None or summarize(grad).finite is not False):
+        return None
+    given = {k: v for k, v in (names or {}).items() if isinstance(v, torch.Tensor)}
+    given.update({n: t for n, t in candidates if n not in given})
+    g = snapshot(tensor, names=given)
+    return explain_nonfinite(g, g.roots[0].id, None, traced=False)
 
 
 def _explain_live(
@@ -156,6 +188,9 @@ def _explain_live(
             tensor = by_name[tensor]
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor (or an exception to explain), not {type(tensor).__name__}")
+        nonfinite = _nonfinite_live(tensor, candidates, names)
+        if nonfinite is not None:
+            return nonfinite
         roots = tensors_in(root, depth=8)
         if root is not None and not roots:
             raise TypeError(

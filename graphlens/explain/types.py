@@ -8,7 +8,7 @@ from typing import Any, Iterable, Sequence
 
 from ..graph import Graph
 
-__all__ = ["Explanation", "GRAD_REASONS", "ERROR_REASONS", "REASONS"]
+__all__ = ["Explanation", "GRAD_REASONS", "ERROR_REASONS", "NONFINITE_REASONS", "REASONS"]
 
 #: Reason codes of :func:`explain` for a tensor, with what each one means.  The first code of
 #: ``Explanation.reasons`` is the main reason; later codes add detail.
@@ -71,6 +71,36 @@ GRAD_REASONS: dict[str, str] = {
     "differentiated again",
 }
 
+#: Reason codes of the answers about a NaN or an infinity (graphlens/explain/nonfinite.py),
+#: part of :data:`GRAD_REASONS`.
+NONFINITE_REASONS: dict[str, str] = {
+    "nonfinite_forward": "a value computed in the forward pass is NaN or infinite: the first op that made one is named",
+    "nonfinite_backward": "a gradient is NaN or infinite while every value of the forward pass was finite: the first "
+    "backward node that sent one (in the engine's order) is named",
+    "nonfinite_input": "the tensor already held NaN or infinity when the trace first saw it (the input data, or made "
+    "outside the block)",
+    "nonfinite_parameter": "a parameter holds NaN or infinity, written into it in place (an optimizer step, from a "
+    "gradient that was already non-finite)",
+    "nonfinite_grad_before": "the .grad was already NaN or infinite before the traced backward added to it",
+    "nonfinite_unseen": "every value and gradient the trace saw was finite: the non-finite number came from something "
+    "it did not see",
+    "nonfinite_grad_assigned": "the .grad holds values the program assigned to it (or changed in place) after backward, "
+    "not what backward wrote: the op that made them is named",
+    "infinite_derivative": "the op's derivative is infinite (or 0/0) at the input value there, so its backward sends "
+    "inf or NaN although what arrived was finite",
+    "where_unchosen_branch": "torch.where (or masked_fill) picked the other branch at that position, but the branch not "
+    "chosen still runs its backward: 0 times its infinite derivative is NaN",
+    "zero_times_inf": "the gradient that arrived at that element was 0 (a mask, an index or a selection after the op did "
+    "not use it), but 0 times the op's infinite derivative is NaN: masking after the op cannot stop it",
+    "overflow": "a finite input was too large for the dtype: the result overflowed to infinity",
+    "log_of_zero": "log at 0 (log1p at -1) gives -inf",
+    "division_by_zero": "a division (a reciprocal, rsqrt, a negative power) by 0 gives inf, and 0 / 0 gives NaN",
+    "invalid_domain": "the input is outside the op's domain (log or sqrt of a negative number, acos/asin beyond ±1): NaN",
+    "log_of_softmax": "log(softmax(x)): softmax underflowed to 0 for very negative logits, and log(0) = -inf; "
+    "log_softmax computes the same thing without the underflow",
+}
+GRAD_REASONS.update(NONFINITE_REASONS)
+
 #: Reason codes of :func:`explain_error`, one per kind of error, with what each one means.
 ERROR_REASONS: dict[str, str] = {
     "graph_freed": "backward ran through a graph whose saved tensors an earlier backward already freed",
@@ -127,6 +157,11 @@ ERROR_REASONS: dict[str, str] = {
     "number)",
     "save_for_backward_nontensor": "ctx.save_for_backward was given something that is not a tensor",
     "grad_assignment_mismatch": "a tensor assigned to .grad does not match the tensor's shape, dtype or device",
+    "custom_fn_legacy": "a custom autograd.Function written the old way (forward an ordinary method, the Function "
+    "called as an object, Fn()(x)), which PyTorch no longer runs",
+    "custom_fn_no_backward": "backward reached a custom autograd.Function that defines no backward (nor vjp) method",
+    "nonleaf_grad_access": "the warning that .grad was read on a non-leaf tensor, where PyTorch keeps no gradient unless "
+    "retain_grad() was called",
 }
 
 #: Every reason code graphlens can give.

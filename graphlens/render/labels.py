@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ..graph import OpNode, TensorNode
 from ..values import FREED, PRECISION, SavedEntry, Summary  # noqa: F401 - FREED: doctest
-from .style import FADED, GRAD_BORDER, GRAD_TEXT, RELEASED
+from .style import FADED, GRAD_BORDER, GRAD_TEXT, NONFINITE, RELEASED
 
 __all__ = ["value_text", "last_flowed", "printable", "esc", "plural", "shape_text", "tensor_label", "op_text", "op_label", "saved_text"]
 
@@ -79,6 +79,23 @@ def shape_text(t: TensorNode) -> str:
     return text
 
 
+def _nonfinite_word(s: Summary) -> str:
+    """``"(NaN at [0])"``: what is not finite, and where the first one is, for a label."""
+    at = s.nonfinite_at
+    v = s.head[at] if s.head and at is not None and at < len(s.head) else None
+    what = "NaN" if type(v) is float and v != v else (("inf" if v > 0 else "-inf") if type(v) is float else "NaN/inf")
+    if at is None or s.numel <= 1:
+        return f"({what})"
+    shape, index = s.shape, []
+    if shape and all(type(n) is int and n > 0 for n in shape):
+        flat = at
+        for n in reversed(shape):
+            index.append(flat % n)
+            flat //= n
+        return f"({what} at [{', '.join(map(str, reversed(index)))}])"
+    return f"({what} at flat index {at})"
+
+
 def tensor_label(
     t: TensorNode, *, values: bool, grads: bool, max_elements: int | None, hl: bool, precision: int = PRECISION
 ) -> str:
@@ -93,17 +110,24 @@ def tensor_label(
         rows.append(f'<TR><TD><FONT COLOR="{FADED}">{esc(name)}</FONT></TD></TR>')
     rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="#444444">{esc(shape_text(t))}</FONT></TD></TR>')
     if values and t.value is not None:
-        rows.append(f'<TR><TD><FONT POINT-SIZE="9">{esc(value_text(t.value, max_elements, precision))}</FONT></TD></TR>')
+        text = esc(value_text(t.value, max_elements, precision))
+        if t.value.finite is False:  # NaN or infinity: red, and said (a learner scans for the first one)
+            text = f'<FONT COLOR="{NONFINITE}"><B>{text}</B> {esc(_nonfinite_word(t.value))}</FONT>'
+        rows.append(f'<TR><TD><FONT POINT-SIZE="9">{text}</FONT></TD></TR>')
     if grads:
         if t.grad is not None:
             text = value_text(t.grad, max_elements, precision)
-            rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{GRAD_TEXT}"><B>grad</B> {esc(text)}</FONT></TD></TR>')
+            color = NONFINITE if t.grad.finite is False else GRAD_TEXT
+            extra = f" {esc(_nonfinite_word(t.grad))}" if t.grad.finite is False else ""
+            rows.append(f'<TR><TD><FONT POINT-SIZE="9" COLOR="{color}"><B>grad</B> {esc(text)}{extra}</FONT></TD></TR>')
         else:
             flowed = last_flowed(t)
             if flowed is not None:
                 text = value_text(flowed, max_elements, precision)
+                color = NONFINITE if flowed.finite is False else RELEASED
+                extra = f" {esc(_nonfinite_word(flowed))}" if flowed.finite is False else ""
                 rows.append(
-                    f'<TR><TD><FONT POINT-SIZE="9" COLOR="{RELEASED}"><I>grad {esc(text)} (released)</I></FONT></TD></TR>'
+                    f'<TR><TD><FONT POINT-SIZE="9" COLOR="{color}"><I>grad {esc(text)} (released){extra}</I></FONT></TD></TR>'
                 )
     inner = "".join(rows)
     if hl and t.requires_grad:  # keep the requires_grad mark inside the red highlight border

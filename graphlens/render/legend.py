@@ -15,6 +15,7 @@ from .style import (
     NOTE_BORDER,
     NOTE_FILL,
     LEAF_FILL,
+    NONFINITE,
     NONLEAF_FILL,
     OP_BORDER,
     OP_FILL,
@@ -55,6 +56,8 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
     if "op" in kinds:
         what = " (forward / backward name)" if o.view == "data" else " (backward node)"
         rows.append(swatch(OP_FILL, OP_BORDER, 1, "operation" + what))
+    if any(f'COLOR="{NONFINITE}"' in n.label for n in drawn):
+        rows.append(f'<TR><TD><FONT COLOR="{NONFINITE}"><B>nan</B></FONT></TD><TD ALIGN="LEFT">NaN or infinity (value or gradient)</TD></TR>')
     if any("<B>grad</B>" in n.label for n in drawn):
         rows.append(f'<TR><TD><FONT COLOR="{GRAD_TEXT}"><B>grad</B></FONT></TD><TD ALIGN="LEFT">kept after backward</TD></TR>')
     if any("(released)</I>" in n.label for n in drawn):

@@ -13,7 +13,7 @@ from ..values import PRECISION, Summary
 from .dot import emit
 from .draw import build_scene
 from .labels import esc
-from .style import DIRECTIONS, FONT, GRAD_TEXT, HIGHLIGHT, LEAF_FILL, MAX_NODES, NONLEAF_FILL, RELEASED
+from .style import DIRECTIONS, FONT, GRAD_TEXT, HIGHLIGHT, LEAF_FILL, MAX_NODES, NONFINITE, NONLEAF_FILL, RELEASED
 
 if TYPE_CHECKING:
     from ..replay import Replay
@@ -260,6 +260,7 @@ def replay_page(
     if explanation is not None:
         body = explanation.to_html() if hasattr(explanation, "to_html") else f"<p>{html.escape(str(explanation))}</p>"
         error = f"<section class='error'><b>The program stopped with an error.</b>{body}</section>"
+    error += _nonfinite_banner(replay)
     page_id = hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
     parts = {
         "TITLE": html.escape(heading),
@@ -275,6 +276,26 @@ def replay_page(
 
 
 _PLACEHOLDER = re.compile(r"@(TITLE|CSS|ERROR|SVG|ID|DATA|JS)@")
+
+
+def _nonfinite_banner(replay: "Replay") -> str:
+    """A line above the diagram when a gradient went NaN or infinite: the first step (in the
+    engine's order) that sent one while what arrived was finite, with a link that goes there."""
+    def bad(x: Any) -> bool:
+        return x is not None and getattr(x, "finite", None) is False
+
+    for step in replay.steps:
+        if any(bad(x) for x in step.grads_out) and not any(bad(x) for x in step.grads_in):
+            op = replay.graph.node(step.op)
+            fwd = getattr(op, "forward", None)
+            where = f", the backward of {fwd}" + (f" at line {op.line}" if getattr(op, "line", None) else "") if fwd else ""
+            return (
+                f"<section class='nonfinite'><b>The first NaN or infinite gradient</b> is sent at step {step.index}: "
+                f"{html.escape(step.name)}{html.escape(where)}, from finite gradients. "
+                f"<a href='#step={step.index}' id='gl-nonfinite'>Go to step {step.index}</a>; "
+                f"<code>graphlens.explain(tensor, tr)</code> says why.</section>"
+            )
+    return ""
 
 
 def replay_frame(replay: "Replay", *, height: int = 640, **options: Any) -> str:
@@ -321,6 +342,7 @@ tr.changed td.v { color: @GRAD@; font-weight: 700; }
 .key { font-size: 12px; color:#444; margin-top: 10px; }
 .key span { display:inline-block; width: 22px; height: 0; border-top: 3px solid; vertical-align: middle; margin-right: 4px; }
 .error { margin: 0 20px 6px; background:#fdecec; border:1px solid #e4a1a1; border-radius:8px; padding: 8px 12px; }
+.nonfinite { margin: 0 20px 6px; background:#fff3e0; border:1px solid #e0a060; border-radius:8px; padding: 8px 12px; }
 .missing { color:#8a4b00; }
 details { margin-top: 10px; }
 summary { cursor:pointer; color:#1f5fa8; font-size: 14px; }
@@ -505,7 +527,7 @@ _JS = r"""
       var t = gradText[row.id];
       if (t) {
         t.textContent = "grad " + now[row.id];
-        t.setAttribute("fill", now[row.id] === "None" ? "#8c8c8c" : "@GRAD@");
+        t.setAttribute("fill", now[row.id] === "None" ? "#8c8c8c" : (/nan|inf/.test(now[row.id]) ? "@BAD@" : "@GRAD@"));
         t.setAttribute("font-weight", changed[row.id] ? "bold" : "normal");
       }
     });
@@ -577,4 +599,4 @@ _JS = r"""
   if (document.readyState !== "complete") window.addEventListener("load", again);
   if (window.requestAnimationFrame) requestAnimationFrame(function () { requestAnimationFrame(again); });
 })();
-""".replace("@GRAD@", GRAD_TEXT)
+""".replace("@GRAD@", GRAD_TEXT).replace("@BAD@", NONFINITE)

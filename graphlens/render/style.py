@@ -18,6 +18,7 @@ __all__ = [
     "OP_BORDER",
     "RELEASED",
     "GRAD_TEXT",
+    "NONFINITE",
     "HIGHLIGHT",
     "DETACH",
     "REGION",
@@ -49,6 +50,7 @@ OP_FILL = "#ececec"  # small grey rounded box: operation
 OP_BORDER = "#9e9e9e"
 RELEASED = "#8c8c8c"  # grey italic: a gradient that flowed and was released
 GRAD_TEXT = "#1f5fa8"  # a grad that survived backward
+NONFINITE = "#c62828"  # a value or gradient holding NaN or infinity
 HIGHLIGHT = "#d62728"
 DETACH = "#7a7a7a"
 REGION = "#9e9e9e"

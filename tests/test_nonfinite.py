@@ -1,0 +1,338 @@
+"""Why a value or a gradient is NaN or inf: the finiteness facts of a Summary, and laws on random programs.
+
+The laws run random programs under a trace and hold graphlens's answer against a brute-force search
+over what the trace recorded: every recorded tensor's value, in program order, and every replay step's
+gradients, in the engine's order.  The op graphlens names must be the op that first made a non-finite
+number there, and it must be the op the program injected the 0 or the overflow into (known from the
+program itself, not from graphlens).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+import graphlens as gl
+from graphlens._facts import finiteness, summarize
+from graphlens.explain.nonfinite import NONFINITE_REASONS, explain_nonfinite, nonfinite_in
+from graphlens.explain.nonfinite_causes import index
+from graphlens.explain.premises import check
+from graphlens.strategies import programs
+
+THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
+
+
+# -- the facts: Summary.finite and Summary.nonfinite_at ------------------------------------------
+def test_finiteness_of_a_large_tensor_finds_the_first_bad_element():
+    """On a million elements finiteness reports False and the flat index of the first NaN or inf, True when none."""
+    t = torch.zeros(1_000_000)
+    assert finiteness(t) == (True, None)
+    t[777_777] = float("nan")
+    t[900_000] = float("inf")
+    assert finiteness(t) == (False, 777_777)
+    s = summarize(t)
+    assert (s.finite, s.nonfinite_at) == (False, 777_777) and s.head is not None and len(s.head) < s.numel
+
+
+def test_an_overflowing_sum_of_finite_elements_is_still_finite():
+    """float16, bfloat16 and float32 tensors whose sum overflows, every element finite, are finite (True, None)."""
+    half = torch.full((100_000,), 60_000.0, dtype=torch.float16)
+    assert not torch.isfinite(half.sum())  # (the tensor's own sum overflows float16)
+    assert finiteness(half) == (True, None)
+    assert finiteness(torch.full((10,), 3e38, dtype=torch.bfloat16)) == (True, None)
+    big = torch.full((8,), 3e38)
+    assert not torch.isfinite(big.sum()) and finiteness(big) == (True, None)
+    assert summarize(big).finite is True and summarize(half).finite is True
+
+
+def test_positions_are_row_major_in_two_dimensions_also_for_views():
+    """nonfinite_at is the row-major index of the logical tensor (a transposed view too), and index() spells it [i, j]."""
+    t = torch.zeros(3, 4)
+    t[2, 1] = float("-inf")
+    s = summarize(t)
+    assert (s.finite, s.nonfinite_at) == (False, 9) and index((3, 4), 9) == "[2, 1]"
+    v = t.t()  # (4, 3): the -inf is at v[1, 2]
+    assert summarize(v).nonfinite_at == 5 and index((4, 3), 5) == "[1, 2]"
+    big = torch.zeros(50, 40)
+    big[31, 7] = float("nan")
+    assert summarize(big).nonfinite_at == 31 * 40 + 7 and index((50, 40), 31 * 40 + 7) == "[31, 7]"
+    assert index((), 0) == "" and index((5,), None) == ""
+
+
+def test_complex_and_integer_tensors():
+    """A complex tensor with an infinite or NaN part is not finite, at its index; integer and bool tensors are not checked (None)."""
+    c = torch.tensor([1 + 1j, complex(0.0, math.inf), complex(math.nan, 0.0)])
+    assert (summarize(c).finite, summarize(c).nonfinite_at) == (False, 1)
+    big = torch.zeros(100, dtype=torch.complex64)
+    big[42] = complex(math.nan, 1.0)
+    assert finiteness(big) == (False, 42)
+    assert summarize(torch.ones(3, dtype=torch.complex64)).finite is True
+    assert summarize(torch.tensor([1, 2, 3])).finite is None and summarize(torch.tensor([True])).finite is None
+
+
+def test_reason_codes_are_documented_and_nonfinite_in_reads_each_record():
+    """Every NONFINITE_REASONS code has a sentence; nonfinite_in says which record (value, grad, flowed) holds a NaN."""
+    assert all(k.isidentifier() and v.strip() for k, v in NONFINITE_REASONS.items())
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    with gl.trace() as tr:
+        u = x * 1.0
+        h = torch.sqrt(u)
+        h.sum().backward()
+    g = tr.graph()
+    assert nonfinite_in(g.find("x")) == "grad" and nonfinite_in(g.find("u")) == "flowed" and nonfinite_in(g.find("h")) is None
+    e = gl.explain("u", tr)  # (a gradient that flowed through u and was released: the same origin)
+    assert e.reasons[:2] == ("nonfinite_backward", "infinite_derivative") and e.op == "sqrt" and "u[0] = 0" in str(e)
+    assert explain_nonfinite(g, g.find("x").id, None, traced=False).reasons[0] == "nonfinite_backward"
+    y = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr2:
+        (y * 2).sum().backward()
+    assert nonfinite_in(tr2.graph().find("y")) is None
+
+
+# -- answers the corpus does not pin: honest where the records show nothing, precise where they do --
+def test_a_value_changed_after_the_block_is_unseen_not_input_data():
+    """A leaf made -inf after the trace block: nonfinite_unseen, with the finite value the trace saw; never "already held"."""
+    w = torch.tensor([0.0, 1.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss = (w * 2).sum()
+        loss.backward()
+    with torch.no_grad():
+        w.sub_(float("inf"))
+    e = gl.explain(w, tr)
+    assert e.reasons == ("nonfinite_forward", "nonfinite_unseen"), e.reasons
+    assert "when the trace saw w used, it held [0, 1]" in str(e) and "already held" not in str(e)
+
+
+def test_the_gradient_of_one_loss_is_not_blamed_on_another():
+    """Two losses: a's inf gradient is explained by its own sqrt, not by b's -inf loss; b's by b's log."""
+    a = torch.tensor([0.0, 1.0], requires_grad=True)
+    b = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss_a = torch.sqrt(a).sum()
+        loss_b = torch.log(b - 1).sum()
+        loss_a.backward()
+        loss_b.backward()
+    ea, eb = gl.explain(a, tr), gl.explain(b, tr)
+    assert ea.reasons[0] == "nonfinite_backward" and ea.op == "sqrt" and "loss_b" not in str(ea), str(ea)
+    assert eb.reasons == ("nonfinite_forward", "log_of_zero") and "the loss it comes from, loss_b, is -inf" in str(eb)
+
+
+def test_a_grad_already_nan_before_the_traced_backward():
+    """A .grad that was NaN before the traced backward added to it: nonfinite_grad_before, and no op named."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    w.grad = torch.tensor([float("nan"), 0.0])
+    with gl.trace() as tr:
+        (w * 3).sum().backward()
+    e = gl.explain(w, tr)
+    assert e.reasons == ("nonfinite_backward", "nonfinite_grad_before") and e.op is None
+
+
+def test_detach_is_followed_to_the_op_that_made_the_values():
+    """A loss computed from log(x).detach(): the -inf is named at log, not as input data of the detached copy."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    x = torch.tensor([0.0, 1.0])
+    with gl.trace() as tr:
+        h = torch.log(x)
+        d = h.detach()
+        loss = (d * w).sum()
+        loss.backward()
+    e = gl.explain(loss, tr)
+    assert e.reasons == ("nonfinite_forward", "log_of_zero") and e.op == "log" and "x[0] = 0" in str(e), str(e)
+
+
+def test_adam_steps_name_the_update_that_wrote_into_the_weight():
+    """Two traced Adam steps from a NaN gradient: the weight's NaN is addcdiv_'s, on the opt.step() line, from SqrtBackward0."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    x = torch.tensor([[0.0, 0.0], [1.0, 2.0]])
+    with gl.trace() as tr:
+        for _ in range(2):
+            opt.zero_grad()
+            out = model(x)
+            loss = torch.sqrt((out - out.detach().mean()) ** 2 * 0).sum()
+            loss.backward()
+            opt.step()
+    e = gl.explain(model.weight, tr)
+    assert e.reasons == ("nonfinite_forward", "nonfinite_parameter", "infinite_derivative"), e.reasons
+    assert e.op == "addcdiv_" and e.line == "opt.step()" and "SqrtBackward0" in str(e) and check(e) == []
+
+
+def test_a_node_made_inside_a_forward_op_is_named_with_it():
+    """1 / x under torch.where: ReciprocalBackward0 (inside __rdiv__) is named on the user's line, with the where trap."""
+    x = torch.tensor([0.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = torch.where(x > 0, 1 / x, torch.zeros_like(x))
+        y.sum().backward()
+    e = gl.explain(x, tr)
+    assert "where_unchosen_branch" in e.reasons and "ReciprocalBackward0 inside __rdiv__" in str(e)
+    assert "x[0] = 0" in str(e) and e.line == "y = torch.where(x > 0, 1 / x, torch.zeros_like(x))"
+
+
+def test_without_a_trace_the_leaves_that_hold_nan_are_listed():
+    """Without a trace: the NaN loss, and the leaf that holds NaN (w at w[1]); no op is named."""
+    w = torch.tensor([1.0, float("nan")], requires_grad=True)
+    v = torch.tensor([1.0, 2.0], requires_grad=True)
+    loss = (w * v).sum()
+    e = gl.explain(loss)
+    assert e.reasons == ("nonfinite_forward", "nonfinite_input"), e.reasons
+    assert "Among the leaves of its graph, w (at w[1]) already holds NaN or inf" in str(e) and "mul" not in str(e)
+
+
+# -- law: the op that first made a non-finite number is the one named ---------------------------
+SAFE = ("tanh", "sigmoid", "sin", "half", "add", "mul", "sub")
+#: Injections: the op, how its input is made unsafe at one element, and the op's forward name.
+DANGER = ("log", "sqrt", "reciprocal", "div", "exp", "rsqrt", "pow_half", "where_log", "log2")
+_OP_NAME = {"log": "log", "sqrt": "sqrt", "reciprocal": "reciprocal", "div": "div", "exp": "exp", "rsqrt": "rsqrt",
+            "pow_half": "pow", "where_log": "log", "log2": "log2"}
+
+
+@st.composite
+def injected_programs(draw, danger: str):
+    """A chain of bounded elementwise ops on a small leaf, with one ``danger`` op whose input is 0 (or huge) at one element."""
+    shape = draw(st.sampled_from([(3,), (2, 3), (4,)]))
+    n = math.prod(shape)
+    values = draw(st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=n, max_size=n))
+    other = draw(st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=n, max_size=n))
+    before = draw(st.lists(st.sampled_from(SAFE), max_size=4))
+    after = draw(st.lists(st.sampled_from(SAFE), max_size=3))
+    element = draw(st.integers(0, n - 1))
+    return shape, values, other, tuple(before), danger, element, tuple(after)
+
+
+def _safe(op: str, v: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "sin": torch.sin, "half": lambda t: t * 0.5,
+            "add": lambda t: t + y, "mul": lambda t: t * y, "sub": lambda t: t - y}[op](v)
+
+
+def _run(program):
+    """Run the program inside a trace (backward too); return the leaf, the loss, the trace and what the
+    program itself knows: the injected op's output and whether it was finite (read with torch, not graphlens)."""
+    shape, values, other, before, danger, element, after = program
+    x = torch.tensor(values).reshape(shape).requires_grad_(True)
+    y = torch.tensor(other).reshape(shape)
+    zero = torch.ones(shape).reshape(-1)
+    zero[element] = 0.0
+    zero = zero.reshape(shape)
+    big = torch.zeros(shape).reshape(-1)
+    big[element] = 200.0
+    big = big.reshape(shape)
+    with gl.trace() as tr:
+        v = x
+        for op in before:
+            v = _safe(op, v, y)
+        positive = (v.abs() + 0.5) * zero  # (0 at the element, >= 0.5 elsewhere)
+        if danger == "div":
+            out = v / positive
+        elif danger == "exp":
+            out = torch.exp(v + big)
+        elif danger == "pow_half":
+            out = positive ** 0.5
+        elif danger == "where_log":
+            out = torch.where(positive > 0, torch.log(positive), torch.zeros_like(positive))
+        else:
+            out = getattr(torch, danger)(positive)
+        injected = out
+        for op in after:
+            out = _safe(op, out, y)
+        loss = out.sum()
+        loss.backward()
+    return x, loss, tr, injected
+
+
+def _brute_force(g: gl.Graph, rp) -> tuple[str | None, str]:
+    """The op that first made a non-finite number, by brute force over the records: the maker of the
+    first recorded tensor (program order) whose value is not finite; else the node of the first replay
+    step (engine order) that sent a non-finite gradient while every gradient it received was finite."""
+    makers = {e.dst: e.src for e in g.edges if e.kind == "output"}
+    for t in g.tensors:
+        if t.value is not None and t.value.finite is False and t.id in makers:
+            return makers[t.id], "forward"
+    for s in rp.steps:
+        if any(x is not None and x.finite is False for x in s.grads_out) and not any(
+                x is not None and x.finite is False for x in s.grads_in):
+            return s.op, "backward"
+    return None, "finite"
+
+
+@pytest.mark.parametrize("danger", DANGER)
+@settings(max_examples=300 if THOROUGH else 25)
+@given(data=st.data())
+def test_the_named_op_is_the_first_that_made_a_nonfinite_number(danger, data):
+    """For the loss (when NaN/inf) and for x (when x.grad is): the named op is the brute-force first maker, and the injected op."""
+    program = data.draw(injected_programs(danger))
+    x, loss, tr, injected = _run(program)
+    g, rp = tr.graph(), tr.replay()
+    cause, where = _brute_force(g, rp)
+    shape, danger, element = program[0], program[4], program[5]
+    event(f"{danger}: {where}")
+    asked = []
+    if not torch.isfinite(loss):
+        asked.append((loss, "nonfinite_forward"))
+    if not torch.isfinite(x.grad).all():
+        asked.append((x, "nonfinite_forward" if not torch.isfinite(loss) else "nonfinite_backward"))
+    if not asked:
+        e = gl.explain(x, tr)
+        assert not e.reasons[0].startswith("nonfinite") and "NaN" not in str(e), str(e)
+        return
+    for t, reason in asked:
+        e = gl.explain(t, tr)
+        assert e.reason == reason, (e.reasons, str(e))
+        assert e.cause == cause, (cause, e.cause, str(e))
+        assert g.node(e.cause).forward == _OP_NAME[danger], (danger, g.node(e.cause).forward, str(e))
+        assert index(shape, element) in str(e) or shape == (), (index(shape, element), str(e))
+        assert check(e) == [], check(e)
+
+
+# -- law: on the project's random programs, every non-finite answer is the brute-force one ----------
+@settings(max_examples=3000 if THOROUGH else 300)
+@given(program=programs(max_ops=10, kinds=("unary", "binary", "unary", "binary", "reduce", "inplace", "detach", "view")))
+def test_random_programs_name_the_first_nonfinite_maker(program):
+    """On random programs (sqrt, log, division of literals that may be 0 or negative): a NaN loss is explained by the
+    first non-finite recorded tensor it was computed from (its maker, or that it was an input); premises hold."""
+    with gl.trace() as tr:
+        ex = program.run()
+        ex.backward()
+    g = tr.graph()
+    leaves = {n: t for n, t in ex.leaves.items() if t.is_leaf}
+    if all(torch.isfinite(l).all() for l in ex.losses) and all(
+            t.grad is None or torch.isfinite(t.grad).all() for t in leaves.values()):
+        event("all finite")
+        return
+    makers = {e.dst: e.src for e in g.edges if e.kind == "output"}
+    inputs: dict[str, list[str]] = {}
+    for e in g.edges:
+        if e.kind == "input":
+            inputs.setdefault(e.dst, []).append(e.src)
+        elif e.kind == "detach":
+            inputs.setdefault(f"detach:{e.dst}", []).append(e.src)
+    for loss in ex.losses:
+        if torch.isfinite(loss).all():
+            continue
+        e = gl.explain(loss, tr)
+        assert e.reason == "nonfinite_forward", (e.reasons, str(e), program)
+        node = g.node(e.tensor_id)
+        seen, stack = set(), [node.id]
+        while stack:  # (brute force: every tensor the loss's value was computed from, by the recorded edges)
+            t = stack.pop()
+            if t not in seen:
+                seen.add(t)
+                stack += inputs.get(makers.get(t, ""), []) + inputs.get(f"detach:{t}", [])
+        first = next(t for t in g.tensors if t.id in seen and t.value is not None and t.value.finite is False)
+        if first.id in makers:
+            assert e.cause == makers[first.id], (first.id, e.cause, str(e), program)
+        else:
+            assert set(e.reasons) & {"nonfinite_input", "nonfinite_parameter", "nonfinite_unseen"}, (e.reasons, str(e))
+        assert check(e) == [], (check(e), program)
+        event("loss explained")
+    for name, leaf in leaves.items():
+        if leaf.grad is not None and not torch.isfinite(leaf.grad).all():
+            e = gl.explain(leaf, tr)
+            assert e.reason.startswith("nonfinite"), (e.reasons, str(e), program)
+            assert check(e) == [], (check(e), program)
+            event("leaf gradient explained")
