@@ -322,6 +322,8 @@ class Trace:
                 rec.last_lasti = -1
                 with quiet():
                     rec.scan_names()  # the block's variables as they stand at its end
+            with quiet():
+                rec.note_end()  # (versions as the block ends: a change after it is not the trace's to know)
         self._rec.frame = None
         self._suspendable = None
         if self._exited:
@@ -466,7 +468,7 @@ def _run_backward(traces: tuple, caller, func, args, kwargs):
                 for t in traces:
                     rec = t._rec
                     begun.append(rec)
-                    rec.begin_pass(roots, kept=kept)
+                    rec.begin_pass(roots, kept=kept, created=bool(create))
                     rec.complete(
                         [grad_fn_of(r) for r in roots if isinstance(r, _Tensor)], handles=handles if rec.grads else None,
                         before_backward=True,

@@ -8,7 +8,7 @@ from collections import deque
 import torch
 
 from ..names import source_line
-from .facts import region_kind
+from .facts import custom_forward_of, region_kind
 from .leads import _strip_comment, code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
@@ -101,6 +101,15 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
     where = _where(op.line, op.code)
     at = f" at {where}" if where else ""
     facts = ((op_id, "op", op.forward), _fact(view, ins[0], "requires_grad")) + ((_fact(view, out_id, "requires_grad"),) if out_id else ())
+    fn_name = custom_forward_of(op.region) if op.name is None else None
+    if fn_name is not None:  # (inside a custom Function's forward: grad is off there by design)
+        made = f", which made {view.label(out_id)}" if out_id else ""
+        text = (f"On the way, {op.forward or 'an operation'}{at}{made}, ran inside the forward of the custom "
+                f"autograd.Function {fn_name}, which PyTorch runs with grad off: what {fn_name}.apply returns gets "
+                f"{fn_name}'s backward node as grad_fn, except the outputs its forward marks non-differentiable "
+                f"(ctx.mark_non_differentiable) and integer ones, so the gradient path from {src} stops there.")
+        return Cut("custom_fn_non_differentiable", op.forward, op_id, view.label(out_id) if out_id else None, op.line,
+                   op.code, text, tuple(path), facts=facts)
     if op.region is not None and op.name is None:
         made = f" made {view.label(out_id)}" if out_id else ""
         lhs = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", op.code or "")
@@ -397,9 +406,34 @@ def _gradient_leaf(view: PathView, leaf_id: str, origins: dict | None) -> Cut | 
     if lead is not None:  # (whether create_graph was passed, the code says)
         text += " " + lead.text
         kind, line, code = lead.kind, lead.line, lead.code
+    created = None  # (whether the call passed create_graph=True, as the trace saw it)
+    if isinstance(origins, Origins):
+        if by_call:
+            created = origins.created.get(leaf_id)
+        elif source is not None and k < len(origins.passes):
+            created = origins.passes[k]
+    if created is not None:
+        call = "torch.autograd.grad call" if by_call else f"backward pass {k + 1}"
+        if created:
+            kind = "constant_gradient"
+            text += (f" The trace saw the {call} made with create_graph=True: a gradient that still has no graph is a "
+                     f"constant (it depends on nothing that requires grad), so its own derivative is zero.")
+        else:
+            kind = "grad_without_create_graph"
+            text += f" The trace saw the {call} made without create_graph=True."
     facts = (_fact(view, leaf_id, "requires_grad"), _fact(view, leaf_id, "is_leaf"))
     path = (source.id, leaf_id) if source is not None else (leaf_id,)
     return Cut(kind, "grad", leaf_id, name, line, code, text, path, facts=facts)
+
+
+class Origins(dict):
+    """``{tensor id: (file, line)}`` where the code made or first used the traced tensors
+    without history, with what the trace saw of the backward calls: ``created`` (for each
+    gradient ``torch.autograd.grad`` handed back, whether that call passed ``create_graph=True``)
+    and ``passes`` (the same, per backward call, in order)."""
+
+    created: dict[str, bool] = {}
+    passes: tuple[bool, ...] = ()
 
 
 def trace_origins(view: PathView, trace, files=()) -> dict[str, tuple[str, int]]:
@@ -408,8 +442,11 @@ def trace_origins(view: PathView, trace, files=()) -> dict[str, tuple[str, int]]
     and, for each tensor it recorded as made by ``torch.autograd.grad``, the file and line
     of that call (the first of ``files`` and the origins' files whose line is the code the
     trace recorded there; none when no file matches)."""
-    raw = getattr(getattr(trace, "_rec", None), "origins", None) or {}
-    out = {f"t{i}": where for i, where in dict(raw).items()}
+    rec = getattr(trace, "_rec", None)
+    raw = getattr(rec, "origins", None) or {}
+    out = Origins((f"t{i}", where) for i, where in dict(raw).items())
+    out.created = {f"t{i}": c for i, c in dict(getattr(rec, "grad_created", None) or {}).items()}
+    out.passes = tuple(getattr(rec, "pass_created", None) or ())
     where = list(dict.fromkeys([*(f for f in files if f), *(f for f, _ in out.values())]))
     for t in view.g.tensors:
         if t.made_by == "autograd.grad" and t.id not in out and t.line and t.code:
@@ -527,6 +564,12 @@ def cut_fix(cut, root: str | None) -> str:
             "Pass create_graph=True to the call that computes the gradient (torch.autograd.grad(outputs, inputs, "
             "grad_outputs=..., create_graph=True), or loss.backward(create_graph=True) before reading p.grad), so the "
             f"gradient keeps a graph of its own and {loss} can be differentiated again."
+        )
+    if cut.kind == "custom_fn_non_differentiable":
+        return (
+            f"If a gradient should flow through that output, remove it from ctx.mark_non_differentiable(...) in the "
+            f"Function's forward and return its gradient from backward; else compute {loss} from the outputs that "
+            f"have a grad_fn."
         )
     if cut.kind == "cut_by_checkpoint":
         return (

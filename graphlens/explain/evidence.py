@@ -88,12 +88,13 @@ def grad_already_there(
     return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
 
 
-def changed_untracked(view: PathView, path: list[str]) -> tuple[str, str, list[str]] | None:
+def changed_untracked(view: PathView, path: list[str], skip: frozenset | set = frozenset()) -> tuple[str, str, list[str]] | None:
     """A tensor on the gradient's path whose values changed since it was made while its
     version did not: a change through ``.data`` (or another alias autograd does not track).
-    Backward then computes with the changed values, silently."""
+    Backward then computes with the changed values, silently.  ``skip``: tensors whose
+    version moved after the trace ended (a tracked change the trace did not see: not this)."""
     for tid in path:
-        if not tid.startswith("t"):
+        if not tid.startswith("t") or tid in skip:
             continue
         node = view.t(tid)
         live = view.g.tensor(tid)

@@ -9,7 +9,7 @@ from ..graph import FREED, LIVE, PRECISION, OpNode, SavedEntry, Summary, TensorN
 __all__ = [
     "grad_is_value", "gradient_flowed", "grad_text",
     "saved_entries", "saved_names", "saved_is_freed", "saved_is_tensor", "saved_is_tensor_of",
-    "saves_result", "saves_anything", "region_kind", "backward_ran",
+    "saves_result", "saves_anything", "region_kind", "custom_forward_of", "backward_ran",
 ]
 
 # TensorNode.grad, TensorNode.flowed and OpNode.saved hold numbers (Summary) and saved
@@ -84,6 +84,15 @@ def saves_anything(op: OpNode) -> bool:
 
 
 # -- regions -------------------------------------------------------------------------------
+
+
+def custom_forward_of(region: str | None) -> str | None:
+    """The custom ``autograd.Function`` whose forward a region is (``"Scale.forward#1"`` ->
+    ``"Scale"``), else None (a no_grad or inference_mode block)."""
+    if not region:
+        return None
+    kind = region.split("#")[0]
+    return kind[: -len(".forward")] if kind.endswith(".forward") else None
 
 
 def region_kind(region: str) -> str:

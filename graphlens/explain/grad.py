@@ -16,12 +16,13 @@ from .answer import Asked, Draft
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
-from .modules import frame_modules, unregistered_owner
+from .modules import frame_modules, tied_names, unregistered_owner
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
 from .norequire import frozen_with_grad, not_required
 from .paths import PathView
 from .reached import reached_answer
+from .after import after_trace, changed_after_sentence, moved_after, with_later_version
 from .types import Explanation
 from .unreached import leaf_root, not_reached
 from .evidence import (
@@ -125,14 +126,33 @@ def _explain_recorded(
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
+    moved = moved_after(g, trace)
+    if tid in moved and live is not None:  # (changed after the block: a NaN now is a value the trace never saw)
+        later = with_later_version(g, tid, live)
+        if later is not None:
+            nonfinite = _nonfinite_recorded(later, later.tensors[-1].id, trace, names)
+            if nonfinite is not None:
+                return after_trace(nonfinite, moved[tid], reason=False)
     nonfinite = _nonfinite_recorded(g, tid, trace, names)
     if nonfinite is not None:
         return nonfinite
     roots = [r.id for r in g.roots]
     ran = backward_ran(view, roots, trace)
-    hints: dict[str, Any] = {}
+    hints: dict[str, Any] = {"moved_after": frozenset(moved)}
+    if live is not None and isinstance(live, torch.nn.Parameter):
+        held = ([("module", trace._module)] if trace is not None and getattr(trace, "_module", None) is not None else [])
+        tied = tied_names(live, held + (frame_modules(frame) if frame is not None else []))
+        if tied:
+            hints["tied"] = tied
+    summed = _accumulated(trace, tid)
+    if summed:
+        hints["accumulated"] = summed
+    if tid in moved:
+        from .._facts import summarize
+
+        hints["changed_after"] = moved[tid] + (summarize(live).finite if live is not None else None,)
     origins = trace_origins(view, trace, [frame.f_code.co_filename] if frame is not None else [])
-    if origins:
+    if origins or getattr(origins, "created", None) or getattr(origins, "passes", None):
         hints["origins"] = origins
     roots_live = [t for t in (g.tensor(r) for r in roots) if t is not None]
     if live is not None and roots_live:
@@ -140,6 +160,32 @@ def _explain_recorded(
             (n.name for n in g.tensors if n.name and g.tensor(n.id) is t), None))
     del roots_live
     return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
+
+
+def _accumulated(trace: Any, tid: str) -> tuple[list[int], str | None] | None:
+    """When the trace saw more than one backward pass write into ``tid``'s ``.grad`` without it
+    being cleared in between (or a pass add to a gradient held before it): the passes, and
+    the value held before the first of them (None: it was empty).  None otherwise."""
+    rec = getattr(trace, "_rec", None)
+    if rec is None or not rec.grads or rec.passes < 1:
+        return None
+    try:
+        steps = trace.replay().steps
+    except Exception:  # noqa: BLE001 - a trace that cannot replay: nothing to add
+        return None
+    writes = [(s.backward, w) for s in steps for w in s.writes if w.tensor == tid]
+    if not writes:
+        return None
+    passes = list(dict.fromkeys(p for p, _ in writes))
+    held = [w.before is not None and not (w.before.min == 0 and w.before.max == 0) for _, w in writes]
+    if not any(held):
+        return None
+    if len(passes) < 2 and not held[0]:
+        return None
+    first_before = writes[0][1].before.format() if held[0] else None
+    if len(passes) > 1 and not all(held[1:]):
+        return None  # (cleared between two passes: each pass wrote its own gradient)
+    return passes, first_before
 
 
 def _nonfinite_recorded(g: Graph, tid: str, trace: Any, names: Mapping[str, Any] | None) -> Explanation | None:
@@ -250,6 +296,10 @@ def _explain_live(
         if frame is not None and not tensor.is_leaf:
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
+        if frame is not None and isinstance(tensor, torch.nn.Parameter) and roots:
+            tied = tied_names(tensor, frame_modules(frame))
+            if tied:
+                hints["tied"] = tied
         if roots:
             hints["ctx_changed"] = ctx_changes(roots, tensor, lambda t: name_among(t, candidates, names))
             hints["data_alias"] = data_aliases(candidates, lambda t: reaches([r.grad_fn for r in roots], t)
@@ -311,6 +361,8 @@ def analyse(
         d.sentences.append(f"(No root was given; graphlens used {root_name}, found among your variables.)")
     if hints.get("unrecorded"):  # the given trace or graph never saw the tensor: only live facts follow
         d.sentences.append(unrecorded_sentence(hints["unrecorded"], who))
+    if hints.get("changed_after"):  # (what the trace saw follows: not what happened since)
+        d.sentences.append(changed_after_sentence(who, *hints["changed_after"]))
 
     if not requires_grad and has_grad:
         frozen_with_grad(a, d)
@@ -355,6 +407,8 @@ def analyse(
         d.reasons.append("grad_ok")
     if has_grad and d.reasons[0] == "not_reachable":
         d.reasons.insert(1, "grad_set_elsewhere")  # (the gradient is there: this root gave none of it)
+    if hints.get("changed_after"):
+        d.reasons.append("changed_after_trace")
     if hints.get("unrecorded"):
         d.reasons.append("not_recorded")
         if "not_reachable" in d.reasons and root_name:

@@ -10,7 +10,7 @@ import torch
 
 from ..names import _CO_OPTIMIZED, _UNHELD_REFS
 
-__all__ = ["Unregistered", "frame_modules", "unregistered_owner"]
+__all__ = ["Unregistered", "frame_modules", "unregistered_owner", "tied_names"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -101,3 +101,21 @@ def unregistered_owner(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module
         except Exception:  # noqa: BLE001 - a broken module must not break the answer
             continue
     return None
+
+
+def tied_names(tensor: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> list[str]:
+    """Every qualified name one module registers ``tensor`` under (``transformer.wte.weight``
+    and ``lm_head.weight``: tied weights), for the first module that registers it under
+    several; ``[]`` when none does."""
+    seen: set[int] = set()
+    for _, module in modules:
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        try:
+            names = [n for n, p in module.named_parameters(remove_duplicate=False) if p is tensor]
+        except Exception:  # noqa: BLE001 - a module whose parameters cannot be listed: nothing to say
+            continue
+        if len(names) > 1:
+            return names
+    return []

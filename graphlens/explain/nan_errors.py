@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -9,7 +10,7 @@ import torch
 from .context import Context, assignment_line
 from .types import Explanation
 
-__all__ = ["anomaly_nan", "DERIVATIVES"]
+__all__ = ["anomaly_nan", "forward_line", "DERIVATIVES"]
 
 #: What makes a backward node's gradient NaN (or infinite), by the stem of its name:
 #: ``(the forward operation, where its derivative is undefined or infinite, how to stay away)``.
@@ -59,6 +60,34 @@ def _name_of_node(ctx: Context, fn: Any) -> str | None:
     return next((n for n, t in ctx.candidates if t.grad_fn is fn), None)
 
 
+def forward_line(fn: Any) -> tuple[int | None, str | None]:
+    """The user's line that made the backward node ``fn``, from the forward traceback anomaly
+    mode keeps in the node's metadata (its innermost frame outside torch and graphlens):
+    ``(line number, code)``, or ``(None, None)`` where the node holds none."""
+    try:
+        frames = fn.metadata.get("traceback_") if "traceback_" in fn.metadata else None
+    except Exception:  # noqa: BLE001 - a node without metadata
+        return None, None
+    for entry in reversed(frames or ()):
+        m = _FRAME.match(entry or "")
+        if m is None:
+            continue
+        path = m.group("file").replace("\\", "/")
+        if "/torch/" in path or "/graphlens/" in path:
+            continue
+        return int(m.group("line")), m.group("code").strip() or None
+    return None, None
+
+
+_FRAME = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
+
+
+def _one_line(fns: list) -> tuple[int | None, str | None]:
+    """The forward line shared by every node of ``fns`` (anomaly mode's traceback), else none."""
+    lines = {forward_line(fn) for fn in fns}
+    return lines.pop() if len(lines) == 1 else (None, None)
+
+
 def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
     node_name, nr = match.group("op"), int(match.group("nr"))
     nodes, parents = _walk(ctx.root)
@@ -72,18 +101,28 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
     line = lineno = None
     if out_name and out_name.isidentifier():  # the variable whose grad_fn the node is: its assignment
         lineno, line = assignment_line(ctx.frame, ctx.lineno, out_name)
+    if line is None and found:  # where anomaly mode saw the forward op made (in a helper function too)
+        lineno, line = _one_line(found)
     if line is None and trace is not None and g is not None:
         ops = [o for o in g.ops if o.name == node_name and o.line is not None]
         if len(ops) == 1:
             line, lineno = ops[0].code, ops[0].line
     what = known[0] if known else f"the operation behind {node_name}"
     made = f" (line {lineno}: {line})" if line else ""
-    sentences = [
+    head = (
         f"Anomaly mode checks the gradient every backward node returns and stops at the first NaN: {node_name}, the "
         f"backward of {what}{made}, returned NaN in its output {nr}, the gradient for its input {nr}"
-        + (f" ({to})" if to else "") + ". The gradient it received had no NaN (anomaly mode checked it when the node "
-        "before returned it), so the NaN comes from this node's own derivative at the values the forward gave it."
-    ]
+        + (f" ({to})" if to else "") + "."
+    )
+    own = (" The gradient it received had no NaN (anomaly mode checked it when the node before returned it), so the "
+           "NaN comes from this node's own derivative at the values the forward gave it.")
+    exponent = _exponent(fn) if stem == "Pow" else None
+    if exponent is not None and exponent >= 1:  # (x ** 2: a finite derivative; the NaN is 0 times an inf it received)
+        known = None
+        own = (f" The gradient it received had no NaN (anomaly mode checked it), but it may have held inf, which anomaly "
+               f"mode does not check: the derivative of this power (x ** {exponent:g}) is finite, so its NaN is 0 times "
+               f"an infinite gradient sent by a node before it.")
+    sentences = [head + own]
     reasons = ["anomaly_nan"]
     den = None
     if known:
@@ -104,12 +143,57 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
             f"{out_name or 'Its result'} is masked afterwards, but a mask after the operation does not stop this: the "
             f"masked positions still get a gradient (0), and 0 divided by 0 (or times infinity) is NaN."
         )
-    if known:
+    if exponent is not None and exponent >= 1:
+        fix = ("Find the node before it that sent inf (run the code under graphlens.trace() and ask "
+               "graphlens.explain(err, tr): it names that node) and keep its input away from the value where its "
+               "derivative is infinite (a root, a log or a division at 0).")
+    elif known:
         how = known[2].format(den=den or "den")
         fix = (f"Keep the values where the derivative is undefined out of {known[0]} itself, not only out of its result: "
                f"{how}.")
     else:
         fix = (f"Keep the input of the operation behind {node_name} away from the values where its derivative is "
                f"undefined (clamp it, add a small eps, or select with torch.where before the operation, not after it).")
+    seen = _traced(g, trace, node_name)
+    if seen is not None:  # the trace's records: the same answer explain(t, tr) gives for the NaN gradient
+        origin = next((v for s, f, v in seen.facts if f == "op"), node_name)
+        reasons += [r for r in seen.reasons if r not in reasons]
+        if origin != node_name:  # (its NaN came from an inf sent before it: the trace saw where)
+            sentences[0] = head
+            others = [f for f in nodes.values() if type(f).__name__ == origin]
+            lineno, line = _one_line(others) if others else (None, None)
+            out_name = _name_of_node(ctx, others[0]) if len(others) == 1 else None
+            if line is None:
+                lineno, line = seen.lineno, seen.line
+            node_name = origin
+        sentences[1:2] = list(seen.sentences)  # (the trace's cause replaces the general one)
+        if line is not None and seen.line and seen.line != line:
+            # (the trace holds the line of the traced block; anomaly mode's traceback the op's own, in a helper too)
+            sentences[1:] = [x.replace(f" at line {seen.lineno} ({seen.line})", f" at line {lineno} ({line})")
+                             for x in sentences[1:]]
+        if not (stem == "Div" and den and origin == match.group("op")):  # (a named denominator: its own fix)
+            fix = seen.fix
     return Explanation(reasons, sentences, fix=fix, tensor_name=out_name, graph=g, message=message, op=node_name,
                        line=line, lineno=lineno)
+
+
+def _exponent(fn: Any) -> float | None:
+    """The number a ``PowBackward0`` node raised to (None: another node, or a tensor exponent)."""
+    try:
+        value = getattr(fn, "_saved_exponent", None) if fn is not None else None
+    except Exception:  # noqa: BLE001 - released or unreadable
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _traced(g, trace, node_name: str) -> Explanation | None:
+    """What the trace's backward records say of the NaN anomaly mode stopped at (None: nothing)."""
+    if trace is None or g is None or not getattr(trace._rec, "grads", False):
+        return None
+    from .nonfinite import explain_failed_node
+
+    try:
+        replay = trace.replay()
+    except Exception:  # noqa: BLE001 - a trace that cannot replay (stopped recording): the message alone
+        return None
+    return explain_failed_node(g, replay, node_name)

@@ -22,11 +22,19 @@ from .types import NONFINITE_REASONS, Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["explain_nonfinite", "NONFINITE_REASONS", "nonfinite_in"]
+__all__ = ["explain_nonfinite", "explain_failed_node", "NONFINITE_REASONS", "nonfinite_in"]
 
 #: The reason codes of this module are :data:`graphlens.explain.types.NONFINITE_REASONS` (part of GRAD_REASONS).
 _GUARD = ("Guard the step too: skip optimizer.step() when a gradient is not finite (check torch.isfinite(p.grad).all() "
           "for each parameter); clipping cannot remove an inf or a NaN.")
+
+
+#: Forward ops that use only some elements of their input: a 0 gradient elsewhere is theirs.
+_SELECTING = frozenset({
+    "nll_loss", "nll_loss_nd", "nll_loss2d", "cross_entropy", "getitem", "index", "index_select", "gather", "select",
+    "narrow", "take", "take_along_dim", "masked_select", "max", "min", "amax", "amin", "topk", "sort", "kthvalue",
+    "median", "where", "masked_fill", "slice", "embedding", "max_pool2d", "max_pool1d", "adaptive_max_pool2d",
+})
 
 
 def nonfinite_in(node: TensorNode) -> str | None:
@@ -391,7 +399,9 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
         else:
             codes.append("zero_times_inf")
             users = [g.node(c).forward for c in links.consumers.get(out_t, ()) if g.node(c).forward]
-            by = f" ({users[0]} did not use that element)" if users else ""
+            # (an op that selects elements leaves the others out; an arithmetic one used the element, and its
+            # derivative there was 0: say only where the 0 came from)
+            by = (f" ({users[0]} did not use that element)" if base(users[0]) in _SELECTING else f" (from {users[0]})") if users else ""
             extra = (f" The gradient that arrived at {pos or 'that element'} was 0{by}, but 0 times an infinite "
                      f"derivative is NaN: masking or selecting after the op cannot stop it.")
             fix = fix + (" before the op" if "log_softmax" not in fix else "")
@@ -476,6 +486,52 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     return Explanation(["nonfinite_backward"] + o["codes"], sentences, fix=fix,
                        path=(first.op,) + tuple(t for t in (links.target_of(first.op, 0),) if t), op=o["op"],
                        line=o["line"], lineno=o["lineno"], cause=first.op, facts=[(first.op, "op", first.name)], **common)
+
+
+def explain_failed_node(g: Graph, replay: "Replay | None", node_name: str) -> Explanation | None:
+    """Where the NaN that anomaly mode stopped at (``Function 'node_name' returned nan values``)
+    came from, read from a trace's backward records: the last step named ``node_name`` that
+    sent a non-finite gradient, and the first step of that pass, among the nodes whose gradient
+    reaches it, that sent one from finite gradients (anomaly mode checks only for NaN, so an
+    inf sent earlier that a later node turned into NaN is the origin).  The same phrases as
+    :func:`explain_nonfinite` gives for the tensor that gradient was for; None when the
+    records show no such step (nothing is guessed)."""
+    steps = list(replay.steps) if replay is not None else []
+    failed = next((s for s in reversed(steps) if s.name == node_name and any(bad(x) for x in s.grads_out)), None)
+    if failed is None:
+        return None
+    links = Links(g)
+    relevant = links.upstream(failed.op)
+    origins = _origins(steps, failed.backward, relevant)
+    if not origins:
+        return None
+    quiet_in = not any(bad(x) for x in failed.grads_in)
+    first = failed if quiet_in and failed in origins else origins[0]  # (its own NaN, from finite gradients)
+    o = _origin(g, links, first, relevant)
+    if o["tainted"] is not None:  # (a NaN of the forward pass, carried back: the forward answer says where it began)
+        t = g.node(o["tainted"])
+        e = _forward_answer(g, links, t, links.label(t.id), steps)
+        if e is None:
+            return None
+        s1 = (f"{first.name} (step {first.index} of tr.replay(), the backward of {o['op']}{_where(o['lineno'], o['line'])}) "
+              f"received finite gradients, but its input {links.label(t.id)} was already "
+              f"{kind(value_at(t.value, o['at'], t.shape))} at {links.label(t.id)}{index(t.shape, o['at'])} in the "
+              f"forward pass.")
+        return Explanation(["nonfinite_backward"] + [c for c in e.reasons if c != "nonfinite_forward"], [s1, *e.sentences],
+                           fix=e.fix, tensor_name=e.tensor_name, tensor_id=e.tensor_id, graph=g, op=e.op, line=e.line,
+                           lineno=e.lineno, cause=e.cause, path=(first.op,) + tuple(e.path), facts=e.facts)
+    sentences = [f"The first non-finite gradient came from {o['what']}{o['values']}.", o["why"]]
+    if first is not failed and not quiet_in:
+        sentences.append(
+            f"{failed.name} (step {failed.index}), where anomaly mode stopped, received that non-finite gradient and "
+            f"sent NaN (0 × inf and inf − inf are NaN): anomaly mode checks for NaN, not for inf, so it did not stop at "
+            f"{first.name}."
+        )
+    target = links.target_of(failed.op, next(k for k, x in enumerate(failed.grads_out) if bad(x)))
+    return Explanation(["nonfinite_backward"] + o["codes"], sentences, fix=o["fix"],
+                       tensor_name=links.label(target) if target and g.node(target).name else None, tensor_id=target,
+                       graph=g, path=(first.op,) + tuple(t for t in (links.target_of(first.op, 0),) if t), op=o["op"],
+                       line=o["line"], lineno=o["lineno"], cause=first.op, facts=[(first.op, "op", first.name)])
 
 
 def _turned(g: Graph, steps: list, first: "Step", relevant: set | None, mine: Any, who: str, lineno: int | None) -> list[str]:

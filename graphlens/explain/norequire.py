@@ -6,7 +6,7 @@ from .._facts import dtype_name
 from .answer import Asked, Draft
 from .cuts import cut_fix, origin_cut, traced_cut
 from .evidence import in_optimizer
-from .facts import grad_text, region_kind
+from .facts import custom_forward_of, grad_text, region_kind
 from .live import INTEGER_DTYPES
 
 __all__ = ["frozen_with_grad", "not_required"]
@@ -14,7 +14,7 @@ __all__ = ["frozen_with_grad", "not_required"]
 #: Cuts the trace finds upstream of a tensor that say more than "it does not require grad".
 _UPSTREAM = (
     "cut_by_integer_op", "cut_by_nondifferentiable_op", "requires_grad_set_late", "grad_without_create_graph",
-    "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "cut_by_python_value", "cut_by_detach",
+    "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "custom_fn_non_differentiable", "cut_by_python_value", "cut_by_detach",
     "cut_by_no_grad",
 )
 
@@ -58,7 +58,10 @@ def not_required(a: Asked, d: Draft) -> None:
     d.fact(tid, "requires_grad", False)
     d.sentences.append(f"{a.grad_of} {a.will} because {who} does not require grad, so no gradient is computed for it.")
     cut = _upstream(a)
-    if a.dtype in INTEGER_DTYPES:
+    fn_name = custom_forward_of(node.region) if node is not None else None
+    if fn_name is not None:
+        _custom_output(a, d, fn_name)
+    elif a.dtype in INTEGER_DTYPES:
         d.reasons.append("integer_dtype")
         d.sentences.append(f"It has dtype {dtype_name(a.dtype)}, and only floating point or complex tensors can require grad.")
         if cut is not None and cut.kind == "cut_by_integer_op":
@@ -126,3 +129,39 @@ def not_required(a: Asked, d: Draft) -> None:
             f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
         )
         d.path = [tid] if tid else []
+
+
+def _custom_output(a: Asked, d: Draft, fn_name: str) -> None:
+    """A tensor made inside a custom ``autograd.Function``'s forward: PyTorch runs that forward
+    with grad off, and what ``apply`` returns gets the Function's backward node, except what
+    the forward marks non-differentiable (and integer tensors)."""
+    view, node, tid, name, who = a.view, a.node, a.tid, a.name, a.who
+    d.reasons.append("custom_fn_non_differentiable")
+    apply_op = next((o.id for o in view.g.ops if o.forward == f"{fn_name}.apply" and o.name), None)
+    back = view.o(apply_op).name if apply_op else f"{fn_name}Backward"
+    made = f" by {view.o(node.op).forward}" if node.op and view.o(node.op).forward else ""
+    if node.op:
+        d.fact(node.op, "op", view.o(node.op).forward)
+    d.sentences.append(
+        f"It was made{made} inside the forward of the custom autograd.Function {fn_name}, which PyTorch runs with grad "
+        f"off (not a torch.no_grad() block of yours): what {fn_name}.apply returns gets {back} as its grad_fn, except "
+        f"the outputs the forward marks non-differentiable and integer ones."
+    )
+    integer = a.dtype in INTEGER_DTYPES
+    if integer:
+        d.reasons.append("integer_dtype")
+        d.sentences.append(f"{who} has dtype {dtype_name(a.dtype)}: an integer output is never differentiable.")
+        d.fix = (f"Nothing to fix if {name} holds indices or counts: compute the loss from the float outputs of "
+                 f"{fn_name} (they have {back}); a float copy of {name} that requires grad would only be a new leaf with no link to the model.")
+    else:
+        why = ("its forward marked it with ctx.mark_non_differentiable (an input of apply required grad: the other "
+               f"outputs got {back})" if apply_op else
+               "its forward marked it with ctx.mark_non_differentiable, or none of the inputs of apply required grad")
+        d.sentences.append(
+            f"If {fn_name}.apply returned {who}, {why}: no gradient flows back through it, by the Function's own "
+            f"choice. (A value made inside forward and kept elsewhere, on ctx or an attribute, has no graph at all.)"
+        )
+        d.fix = (f"Nothing to fix if {name} should carry no gradient. If one should flow through it, remove it from "
+                 f"ctx.mark_non_differentiable(...) in {fn_name}.forward and return its gradient from {fn_name}.backward.")
+    d.path = [p for p in (node.op, tid) if p]
+    d.edges = view.highlight_edges(d.path)

@@ -49,7 +49,8 @@ def reached_answer(a: Asked, d: Draft) -> None:
         d.reasons.append("grad_ok")
         d.fact(tid, "has_grad", True)
         value = f" ({shown})" if shown else ""
-        d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} reaches it through {chain}.")
+        verb = "reach" if " and " in (root_name or "") else "reaches"
+        d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} {verb} it through {chain}.")
         if zero and node is not None and node.grad is not None and node.grad.max == 0 and node.grad.min == 0:
             op = view.o(zero[0]).name
             d.reasons.append("zero_derivative")
@@ -68,7 +69,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 "For a complex tensor PyTorch gives the conjugate Wirtinger derivative (the conjugate of df/dz for a "
                 "holomorphic f), the convention under which gradient descent works; it is not a bug."
             )
-        changed = changed_untracked(view, a.reach_path) if a.traced else None
+        changed = changed_untracked(view, a.reach_path, a.hints.get("moved_after", frozenset())) if a.traced else None
         if changed is None and a.hints.get("data_alias"):
             text, alias_fix = data_alias_sentence(a.hints["data_alias"])
             changed = (text, alias_fix, [])
@@ -82,6 +83,27 @@ def reached_answer(a: Asked, d: Draft) -> None:
             d.reasons.append("hook_changed_grad")
             d.sentences.append(hook_sentence(name, hooks))
             d.fix = hook_fix(name, hooks)
+        tied = a.hints.get("tied")
+        if tied:
+            users = _users_of(a)
+            d.reasons.append("tied_parameter")
+            d.sentences.append(
+                f"{who} is one Parameter registered under {len(tied)} names ({', '.join(tied)}: tied weights), so "
+                f"{root_name} reaches it {_ways(len(users)) if len(users) > 1 else 'through each use'}"
+                + (f", through {' and through '.join(users)}" if len(users) > 1 else "")
+                + f": {a.grad_of} is the sum of the gradients of every use."
+            )
+        summed = a.hints.get("accumulated")
+        if summed:
+            passes, first_before = summed
+            d.sentences.append(
+                f"It holds a sum: the trace saw {len(passes)} backward passes add to {a.grad_of} "
+                f"(passes {', '.join(str(p + 1) for p in passes)})"
+                + (f", and it already held {first_before} when the first of them began" if first_before else "")
+                + ", with nothing clearing it in between: PyTorch adds each new gradient to .grad, it does not replace it."
+            )
+            d.fix = (f"If {a.grad_of} is larger than you expect (doubled, say), clear it before each backward: "
+                     f"optimizer.zero_grad() (or {name}.grad = None).")
         if a.ran is None:
             d.sentences.append(
                 f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
@@ -145,3 +167,18 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 f"straight-through estimator: y = x + (x.round() - x).detach(), or a smooth approximation)."
             )
             d.cut = Cut("zero_derivative", op, zero[0], None, None, None, d.sentences[-1])
+
+
+def _ways(n: int) -> str:
+    return {2: "two ways", 3: "three ways"}.get(n, f"{n} ways")
+
+
+def _users_of(a: Asked) -> list[str]:
+    """The backward nodes, reached from the roots, that send a gradient into the leaf's
+    AccumulateGrad node (each use of the tensor), by name."""
+    view = a.view
+    acc = view.adj.accumulate_grad.get(a.tid) if a.tid is not None else None
+    if acc is None:
+        return []
+    parents, _ = view.bfs(a.roots)
+    return [view.o(o).label for o in parents if o.startswith("op") and acc in view.adj.next.get(o, ())]

@@ -33,6 +33,14 @@ GRAD_REASONS: dict[str, str] = {
     "feeds_other_root": "the tensor only feeds another output (another loss or branch), not this root",
     "not_in_optimizer": "the given optimizer does not hold the tensor, so its step() never updates it",
     "no_root": "no root was given or found, so reachability could not be checked",
+    "changed_after_trace": "the tensor's version changed after the trace's block ended: it was changed in place by code "
+    "the trace did not see, so the answer says only what the trace saw",
+    "unused_output": "the tensor is an output of an operation whose other output the root uses, but no operation takes "
+    "this one: the root does not use it, so no gradient reaches it (as intended, if it is not needed)",
+    "custom_fn_non_differentiable": "a custom autograd.Function returned the tensor without a grad_fn: its forward marked "
+    "it with ctx.mark_non_differentiable (an integer output is always so)",
+    "tied_parameter": "the parameter is registered under several names (tied weights, e.g. an embedding and an output "
+    "layer): the gradient that reaches it is the sum of every use",
     "not_recorded": "the trace or graph given never recorded the tensor (made outside the trace's block, or in another "
     "trace): the answer says only what the live tensor shows",
     "cut_by_integer_op": "an operation with an integer or bool result (argmax, a comparison, .long(), round to int) "

@@ -11,7 +11,7 @@ __all__ = ["not_reached", "leaf_root"]
 #: Cuts whose fix :func:`cut_fix` writes (the others name the tensor and the root themselves).
 _FIXED_BY_KIND = (
     "cut_by_integer_op", "cut_by_python_value", "cut_by_nondifferentiable_op", "requires_grad_set_late",
-    "grad_without_create_graph", "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters",
+    "grad_without_create_graph", "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "custom_fn_non_differentiable",
 )
 
 
@@ -141,6 +141,8 @@ def not_reached(a: Asked, d: Draft) -> None:
         sinks = [n.id for n in g.tensors if n.name in a.hints["sinks"]]
         _, spath = view.bfs(sinks[:1], tid) if sinks and tid else ({}, [])
         d.path, d.edges = spath[::-1], view.highlight_edges(spath)
+    if len(d.reasons) == base + 1 and not d.root_cut and a.traced and tid is not None:
+        _unused_output(a, d)
     if len(d.reasons) == base + 1 and not d.root_cut and not a.hints.get("unrecorded"):
         d.sentences.append(
             "No operation the trace recorded links them." if a.traced else
@@ -158,6 +160,11 @@ def not_reached(a: Asked, d: Draft) -> None:
         d.fix = leaf_fix
     elif found is not None and found.kind in _FIXED_BY_KIND:
         d.fix = cut_fix(found, root_name)
+    elif "unused_output" in d.reasons:
+        d.fix = (
+            f"Nothing is wrong if {name} is not needed: an output {root_name} does not use gets no gradient. If it should "
+            f"train the model, compute {root_name} from {name} too (e.g. add a term that uses it)."
+        )
     elif "feeds_other_root" in d.reasons:
         d.fix = f"Backpropagate the output that uses {name} too (e.g. (loss1 + loss2).backward()), or compute {root_name} from {name}."
     elif "cut_by_detach" in d.reasons:
@@ -167,10 +174,38 @@ def not_reached(a: Asked, d: Draft) -> None:
     else:
         d.fix = (
             f"Compute {root_name} from {name} without detach(), torch.no_grad(), integer results (argmax, "
-            f"comparisons, .long()) or values taken out with .item() in between; graphlens.trace() shows which it is."
+            f"comparisons, .long()) or values taken out with .item() in between"
+            + ("." if a.traced else "; graphlens.trace() shows which it is.")
         )
     if leaf_fix is not None and d.fix != leaf_fix:
         root = view.label(a.roots[0])
         d.fix += f" Then drop the requires_grad=True on {root}: a loss that has a graph needs no flag."
     if not d.path and tid:
         d.path = [tid]
+
+
+def _unused_output(a: Asked, d: Draft) -> None:
+    """The tensor is one output of a call whose other outputs the roots use, and no recorded
+    operation takes it (an LSTM's final state ``hn`` beside ``out``): the root does not use it."""
+    view, tid, node = a.view, a.tid, a.node
+    adj = view.adj
+    if node is None or node.op is None or adj.consumers.get(tid) or adj.detached.get(tid):
+        return
+    op = view.o(node.op)
+    siblings = [t for t in adj.outputs.get(node.op, ()) if t != tid]
+    parents, _ = view.bfs(a.roots)
+    used = [t for t in siblings if t in parents]
+    if not used:
+        return
+    d.reasons.append("unused_output")
+    for t in used:
+        d.fact(t, "reached", True)
+    where = f" at line {op.line} ({op.code})" if op.line and op.code else ""
+    names = ", ".join(view.label(t) for t in used)
+    d.sentences.append(
+        f"{a.who} is an output of {op.forward or op.label}{where} that {a.root_name} does not use: {a.root_name} was "
+        f"computed from {names}, {'another output' if len(used) == 1 else 'other outputs'} of the same call, and no "
+        f"operation the trace recorded takes {a.who} as input."
+    )
+    d.path = [tid, node.op] + used
+    d.edges = view.highlight_edges([tid, node.op])
