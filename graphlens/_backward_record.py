@@ -130,7 +130,7 @@ class BackwardRecord:
                     if read and not (before_backward and (j in osaved or j in rows)):
                         # (before a backward, what the forward pass read is still true)
                         osaved[j], volatile[j] = read_saved(
-                            fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j)
+                            fn, saved_of(j), volatile.get(j, ()), resolve=partial(self.saved_tensor, j), book=self.storages
                         )
                     if j in expanded:
                         if j in onext:  # walked before: only its hooks and saved values are new

@@ -130,11 +130,11 @@ def kept_grad(t: Any, limit: int) -> Any:
 
 def saved_entry(row: tuple) -> SavedEntry:
     """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
-    if len(row) >= 4:
-        short, i, shape, dtype = row[:4]
+    if len(row) >= 5:  # (name, record, shape, dtype, storages[, number of a 0-d one])
+        short, i, shape, dtype, storages = row[:5]
         shape = plain_shape(shape)
-        head = (row[4],) if len(row) == 5 else None
-        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head))
-    if len(row) == 2:
-        return SavedEntry(row[0], LIVE, None, None, row[1])
+        head = (row[5],) if len(row) == 6 else None
+        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head), None, storages)
+    if len(row) >= 2:  # (name, plain value[, storages of the tensors it holds])
+        return SavedEntry(row[0], LIVE, None, None, row[1], row[2] if len(row) == 3 else ())
     return SavedEntry(row[0], UNREADABLE)

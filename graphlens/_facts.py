@@ -10,10 +10,12 @@ import torch
 
 from ._guard import unreadable_why
 from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
+from ._storages import StorageBook, checkpoint_storages
 
 __all__ = [
     "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",
     "read_saved", "saved_plan", "saved_value", "tensor_summary", "numel_of", "check_roots", "flatten_tensors",
+    "StorageBook",
 ]
 
 #: How many elements a value summary shows before it elides the rest.
@@ -285,6 +287,7 @@ _SAVED_NAMES: dict[type, tuple[tuple[str, str, str | None], ...]] = {}
 #: define afresh each step): weakly keyed, so the cache never keeps a class alive.
 _RUNTIME_SAVED_NAMES: "weakref.WeakKeyDictionary[type, tuple]" = weakref.WeakKeyDictionary()
 _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
+_CUSTOM_NODE = torch.autograd.function.BackwardCFunction
 
 
 def saved_plan(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
@@ -338,6 +341,8 @@ def _saved_names(fn: Any) -> tuple[tuple[str, str, str | None], ...]:
         for a in sorted(attrs)
         if a.startswith("_saved_")
     )
+    if issubclass(cls, _CUSTOM_NODE) and "_raw_saved_tensors" in attrs:  # ctx.save_for_backward of an autograd.Function
+        names += (("saved_tensors", "tensors", "_raw_saved_tensors"),)
     if builtin:
         _SAVED_NAMES[cls] = names
     elif builtin is not None:
@@ -408,14 +413,16 @@ def _unreadable_saved(exc: RuntimeError) -> SavedState:
     return MODIFIED if "modified by an inplace operation" in str(exc) else FREED
 
 
-def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | None, previous: SavedEntry | None):
+def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | None, previous: SavedEntry | None,
+           book: StorageBook | None = None):
     """``(entry, volatile)`` for one saved attribute; ``volatile`` when backward may
-    still change what it says (it holds a tensor)."""
+    still change what it says (it holds a tensor).  With a ``book``, a tensor's storage is read too."""
     state = _slot_state(fn, raw)
     if state is not None:
         keep = previous if previous is not None else None
         if state is HIDDEN:
-            return SavedEntry(short, HIDDEN, keep.tensor if keep else None, keep.summary if keep else None), True
+            kept = () if book is None else checkpoint_storages(fn, raw, book)
+            return SavedEntry(short, HIDDEN, keep.tensor if keep else None, keep.summary if keep else None, None, kept), True
         # (An empty slot may also be a tensor that was never saved: on a first read,
         # read the attribute for real.)
         if previous is not None:
@@ -431,8 +438,9 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
         return prev._replace(state=UNREADABLE), True
     if isinstance(value, torch.Tensor):
         tid = resolve(value, short) if resolve is not None else None
-        return SavedEntry(short, LIVE, tid, tensor_summary(value)), True
-    return SavedEntry(short, LIVE, None, None, _plain(value)), _holds_tensor(value)
+        return SavedEntry(short, LIVE, tid, tensor_summary(value), None, () if book is None else book.of(value)), True
+    holds = _holds_tensor(value)
+    return SavedEntry(short, LIVE, None, None, _plain(value), book.of(value) if holds and book is not None else ()), holds
 
 
 def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -449,14 +457,15 @@ def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
-def saved_attributes(fn: Any, resolve: Callable | None = None) -> tuple[SavedEntry, ...]:
+def saved_attributes(fn: Any, resolve: Callable | None = None, *, book: StorageBook | None = None) -> tuple[SavedEntry, ...]:
     """One :class:`~graphlens.graph.SavedEntry` per ``_saved_*`` attribute of a backward
     node.  A user's saved-tensor unpack hook is never run: such entries are ``HIDDEN``."""
-    return read_saved(fn, resolve=resolve)[0]
+    return read_saved(fn, resolve=resolve, book=book)[0]
 
 
 def read_saved(
-    fn: Any, previous: tuple | None = None, volatile: tuple = (), *, resolve: Callable | None = None
+    fn: Any, previous: tuple | None = None, volatile: tuple = (), *, resolve: Callable | None = None,
+    book: StorageBook | None = None,
 ) -> tuple[tuple, tuple]:
     """``(entries, volatile)``: :func:`saved_attributes` of ``fn`` and the positions of
     the attributes that backward may still free (the ones holding tensors).
@@ -464,7 +473,8 @@ def read_saved(
     Given the ``previous`` entries and ``volatile`` positions of the same node, only
     those positions are read again: every other attribute is a plain value that never
     changes, or is already freed.  ``resolve(tensor, name)`` gives the id of the tensor
-    node a saved tensor is, where known.
+    node a saved tensor is, where known; a ``book`` (:class:`StorageBook`) numbers the
+    storages of the saved tensors (``SavedEntry.storages``).
     """
     names = _saved_names(fn)
     if previous is not None:
@@ -474,14 +484,14 @@ def read_saved(
         still = []
         for k in volatile:
             attr, short, raw = names[k]
-            out[k], moving = _entry(fn, attr, short, raw, resolve, previous[k])
+            out[k], moving = _entry(fn, attr, short, raw, resolve, previous[k], book)
             if moving:
                 still.append(k)
         return tuple(out), tuple(still)
     out = []
     moving_at = []
     for k, (attr, short, raw) in enumerate(names):
-        entry, moving = _entry(fn, attr, short, raw, resolve, None)
+        entry, moving = _entry(fn, attr, short, raw, resolve, None, book)
         out.append(entry)
         if moving:
             moving_at.append(k)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import weakref
 from functools import partial
 from types import FrameType
@@ -14,11 +15,11 @@ from ._capture import (
     _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
-from ._facts import _NUMBERS, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
+from ._facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
+from ._frames import FrameNotes
 from ._guard import unreadable_why
 from ._safety import KEEP_MIN_NODES, keep_behind, keep_children
 from ._util import tensors_in
-from .names import frame_candidates, frame_values, source_line, store_targets, user_frame
 
 __all__ = [
     "Recorder", "PLAIN", "DETACH", "EXITS", "func_name", "grad_fn_of", "readable", "sequence_now",
@@ -28,6 +29,7 @@ __all__ = [
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
+_APPLY_CODE = torch.autograd.function.Function.apply.__func__.__code__  # (a custom Function's forward runs below it)
 _grad_enabled = torch.is_grad_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
@@ -60,7 +62,7 @@ def _not_finite(h: tuple) -> bool:
         total.real != total.real or total.imag != total.imag or abs(total.real) == _INF or abs(total.imag) == _INF))
 
 
-class Recorder(BackwardRecord):
+class Recorder(FrameNotes, BackwardRecord):
     """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
     Tensors are numbered by record (``t{i}`` in the graph), ops likewise (``op{j}``).
@@ -90,6 +92,7 @@ class Recorder(BackwardRecord):
         self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
         self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
         self.volatile: dict[int, tuple[int, ...]] = {}  # op -> saved positions backward may free
+        self.storages = StorageBook()  # numbers the storages saved tensors keep (SavedEntry.storages)
         self.onext: dict[int, tuple] = {}  # op -> ((input_nr, op index, output_nr), ...)
         self.expanded: set[int] = set()
         # What backward did: gradients that flowed, (record, pass, head); ops as they ran,
@@ -105,6 +108,10 @@ class Recorder(BackwardRecord):
         self.sent_heads: dict[int, tuple] = {}  # id(gradient) -> (weakref, version, head), this pass
         self.pass_starts: list[int] = []
         self.pass_kept: list[bool] = []
+        self.pass_created: list[bool] = []  # per backward call: whether it passed create_graph=True
+        self.grad_created: dict[int, bool] = {}  # a gradient autograd.grad handed back -> its call's create_graph
+        self.ended = False  # the block has ended: what happens since is not the trace's to record
+        self.end_versions: dict[int, int] = {}  # record -> its tensor's version at the block's end, where it moved
         self.pass_done: list[bool] = []
         self.passes = 0
         self.region: str | None = None
@@ -118,14 +125,60 @@ class Recorder(BackwardRecord):
 
     # -- tensors -------------------------------------------------------------------------
     def region_now(self) -> str | None:
-        """The no_grad region ops run in now (``"no_grad#0"``), or None with grad on."""
+        """The no_grad region ops run in now (``"no_grad#0"``), or None with grad on.  The
+        forward of a custom ``autograd.Function`` (which PyTorch runs with grad off) is a
+        region of its own, named after it (``"Scale.forward#1"``): not a no_grad block of the
+        user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``)."""
         if _grad_enabled():
             self.region = None
-        elif self.region is None:
-            kind = "inference_mode" if torch.is_inference_mode_enabled() else "no_grad"
+            return None
+        kind = "inference_mode" if torch.is_inference_mode_enabled() else (self.custom_forward() or "no_grad")
+        region = self.region
+        if region is None or region[:len(kind) + 1] != kind + "#":
             self.region = f"{kind}#{self.regions}"
             self.regions += 1
         return self.region
+
+    def custom_forward(self) -> str | None:
+        """``"Name.forward"`` when the call being recorded runs inside a custom
+        ``autograd.Function``'s forward (below ``Function.apply`` on the stack, above the
+        block's frame), else None."""
+        frame = below = None
+        block = self.frame
+        try:
+            frame = sys._getframe(2)
+            while frame is not None and frame is not block:
+                if frame.f_code is _APPLY_CODE:
+                    if below is None:
+                        return None
+                    code = below.f_code
+                    name = getattr(code, "co_qualname", code.co_name)
+                    return None if name.startswith("CheckpointFunction.") else name
+                below, frame = frame, frame.f_back
+            return None
+        finally:
+            del frame, below, block
+
+    def begin_pass(self, roots: list, *, kept: bool, created: bool = False) -> None:
+        """Note a backward call from ``roots`` (``kept``: with ``retain_graph``; ``created``: with
+        ``create_graph=True``)."""
+        self.pass_created.append(bool(created))
+        super().begin_pass(roots, kept=kept)
+
+    def note_end(self) -> None:
+        """The block has ended: note the version of each recorded tensor whose version moved
+        since its record (an answer asked later can then tell a change made after the block,
+        which the trace cannot know, from one it saw), and record nothing more of the tensors."""
+        if self.ended:
+            return
+        self.ended = True
+        recs, refs, stale, moved = self.tensors, self.refs, self.stale, self.end_versions
+        for i, (ref, r) in enumerate(zip(refs, recs)):  # (an interrupt may have left a reference without its record)
+            t = ref()
+            if t is not None and i not in stale:
+                v = version_of(t)
+                if v != r[_VERSION]:
+                    moved[i] = v
 
     def index_of(self, t: _Tensor) -> int | None:
         """The latest record of the live tensor ``t``, or None."""
@@ -253,7 +306,7 @@ class Recorder(BackwardRecord):
         if name == "AccumulateGrad":
             # All AccumulateGrad nodes share one sequence number, and torch rebuilds a
             # leaf's node when the old one died: key it by the leaf.
-            vi = self.input(fn.variable)
+            vi = self.input(fn.variable, versions=not self.ended)  # (after the block: a change it did not see)
             j = self.acc.get(vi)
             if j is None:
                 j = self.acc[vi] = self.new_op("AccumulateGrad", None, None, variable=vi)
@@ -276,13 +329,14 @@ class Recorder(BackwardRecord):
         comes back as the very tensor object, a saved output as a new object holding the
         output's data."""
         if _default_hooks(False) is not None:
-            self.osaved[j], self.volatile[j] = read_saved(fn, resolve=partial(self.saved_tensor, j))
+            self.osaved[j], self.volatile[j] = read_saved(fn, resolve=partial(self.saved_tensor, j), book=self.storages)
             return
         # Compact rows, made into SavedEntry records only when they are needed (saved_of):
-        # (name, tensor record or -1, shape, dtype[, number of a 0-d one]) for a tensor, (name, value) otherwise.
+        # (name, tensor record or -1, shape, dtype, storages[, number of a 0-d one]) for a tensor,
+        # (name, value[, storages]) otherwise.
         rows = []
         moving = []
-        by_id, refs = self.by_id, self.refs
+        by_id, refs, storages_of = self.by_id, self.refs, self.storages.of
         for k, (attr, short, _raw) in enumerate(saved_plan(fn)):
             try:
                 value = getattr(fn, attr)
@@ -303,21 +357,24 @@ class Recorder(BackwardRecord):
                     shape = tuple(value.shape)
                 except RuntimeError:  # a strided nested tensor
                     shape = shape_of(value)
+                storages = storages_of(value)
                 if i < 0 and shape == () and not _Tensor.is_complex(value) and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
                     try:
-                        rows.append((short, i, shape, value.dtype, _Tensor.item(value)))
+                        rows.append((short, i, shape, value.dtype, storages, _Tensor.item(value)))
                     except Exception:  # noqa: BLE001 - meta or fake data holds no number
-                        rows.append((short, i, shape, value.dtype))
+                        rows.append((short, i, shape, value.dtype, storages))
                 else:
-                    rows.append((short, i, shape, value.dtype))
+                    rows.append((short, i, shape, value.dtype, storages))
                 moving.append(k)
             elif value is None or type(value) in _NUMBERS:
                 rows.append((short, value))
             else:
                 plain, holds = saved_value(value)
-                rows.append((short, plain))
                 if holds:
+                    rows.append((short, plain, storages_of(value)))
                     moving.append(k)
+                else:
+                    rows.append((short, plain))
         self.rows[j] = tuple(rows)
         self.volatile[j] = tuple(moving)
 
@@ -501,10 +558,13 @@ class Recorder(BackwardRecord):
         where = None
         if caller is not None and not caller.f_code.co_filename.startswith("<eval_with_key"):
             where = (caller.f_code.co_filename, caller.f_lineno)  # (the call's own line, in a helper too)
+        created = self.pass_created[-1] if self.pass_created else None
         for t in tensors_in(outs, []):
             if self.index_of(t) is None and grad_fn_of(t) is None:
                 i = self.new_tensor(t, None, 0, None, region)
                 self.made[i] = ("autograd.grad", lasti)
+                if created is not None:
+                    self.grad_created[i] = created
                 if where is not None:
                     self.origins[i] = where
 
@@ -524,112 +584,3 @@ class Recorder(BackwardRecord):
         self.ops[j][_LASTI] = lasti
         self.calls.append(j)
         self.note_where(j, [t])
-
-    def note_origin(self, i: int) -> None:
-        """For a tensor without history first seen now, inside the block (made by a call
-        the mode does not see, e.g. the legacy ``torch.FloatTensor([...])``, or passed in):
-        where the user's code first used it, ``(file, line)``, so its source can be read."""
-        frame = user_frame(3)
-        try:
-            if frame is not None and not frame.f_code.co_filename.startswith("<eval_with_key"):
-                self.origins[i] = (frame.f_code.co_filename, frame.f_lineno)
-        finally:
-            del frame
-
-    def note_where(self, j: int, ins: list) -> None:
-        """For a call where the gradient path stops (rare, so affordable): the innermost
-        line of the user's code that made it, which may be inside a function the block
-        called, and the names that frame gives its inputs."""
-        frame = user_frame(2)
-        try:
-            if frame is None or frame is self.frame or frame.f_code.co_filename.startswith("<eval_with_key"):
-                return  # (the block's own frame is read anyway; code torch.compile generated is not the user's)
-            lineno = frame.f_lineno
-            self.where[j] = (lineno, source_line(frame.f_code.co_filename, lineno))
-            names = self.inner_names  # (the block's own names win: see freeze)
-            for name, t in frame_candidates(frame, with_globals=False):
-                i = self.index_of(t)
-                if i is not None and i not in names and any(t is x for x in ins):
-                    names[i] = name
-        finally:
-            del frame
-
-    def lines(self, offsets: dict[int, int]) -> dict[int, tuple[int, str | None]]:
-        """``{key: (line number, source text)}`` for ``{key: instruction offset}`` of the block frame's code."""
-        code = self.code
-        if code is None:
-            return {}
-        import bisect
-
-        starts, ends, numbers = [], [], []
-        for start, end, line in code.co_lines():
-            if line is not None:
-                starts.append(start)
-                ends.append(end)
-                numbers.append(line)
-        out: dict[int, tuple[int, str | None]] = {}
-        cache: dict[int, tuple[int, str | None]] = {}
-        for j, lasti in offsets.items():
-            if lasti < 0:
-                continue
-            hit = cache.get(lasti)
-            if hit is None:
-                k = bisect.bisect_right(starts, lasti) - 1
-                if k < 0 or lasti >= ends[k]:
-                    continue
-                number = numbers[k]
-                text = source_line(code.co_filename, number)
-                hit = cache[lasti] = (number, text)
-            out[j] = hit
-        return out
-
-    def look_back(self, frame: FrameType, lasti: int) -> None:
-        """The block's frame has moved on to instruction ``lasti``: the call it made before
-        may have stored its result in variables (``y = y * 2``); name the recorded tensor
-        each of them holds now, unless it has a name.  Only those variables are read (a
-        loop written in the block would otherwise read every variable, and every module's
-        parameters, at each call); :meth:`scan_names` reads them all at the block's end,
-        and after an instruction that ran several ops (a call into the user's functions or
-        modules, which may have kept a tensor where no variable of the block names it yet,
-        e.g. a module's ``self.hidden``)."""
-        prev, self.last_lasti = self.last_lasti, lasti
-        calls = len(self.calls)
-        several, self.calls_seen = calls - self.calls_seen > 1, calls
-        if prev < 0:
-            return
-        if several:
-            self._scan_all(frame)
-            return
-        targets = self.targets
-        if targets is None:
-            targets = self.targets = store_targets(frame.f_code)
-        names = targets.get(prev)
-        if not names:
-            return
-        tnames = self.tnames
-        for name, t in zip(names, frame_values(frame, names)):
-            if isinstance(t, _Tensor):
-                i = self.index_of(t)
-                if i is not None and i not in tnames:
-                    tnames[i] = name
-
-    def scan_names(self) -> None:
-        """Name recorded tensors after the variables of the block's frame that hold them
-        now; a name rebound later keeps naming the tensor it held first.  The frame is
-        read again only once it has moved on (a loop calling the same line is read once)."""
-        frame = self.frame
-        if frame is None:
-            return
-        lasti = frame.f_lasti
-        if lasti == self.last_lasti:
-            return
-        self.last_lasti = lasti
-        self.calls_seen = len(self.calls)
-        self._scan_all(frame)
-
-    def _scan_all(self, frame: FrameType) -> None:
-        names = self.tnames
-        for name, t in frame_candidates(frame, with_globals=False):
-            i = self.index_of(t)
-            if i is not None and i not in names:
-                names[i] = name

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 __all__ = [
-    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "loop_variables", "is_internal",
+    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "loop_variables", "is_internal", "is_library",
     "INTERNAL_MODULES", "CALLER_NAME",
 ]
 
@@ -21,7 +21,7 @@ __all__ = [
 #: user programs and are not listed.
 INTERNAL_MODULES = frozenset({
     "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
-    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._freeze", "graphlens._attribution", "graphlens._guard", "graphlens.explain", "graphlens.replay", "contextlib",
+    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._frames", "graphlens._storages", "graphlens._freeze", "graphlens._attribution", "graphlens._guard", "graphlens.explain", "graphlens.replay", "contextlib",
 })
 #: The name of the one-line function through which a trace calls torch at the user's
 #: line (so torch's warnings name that line): its frame looks like the user's, but is not.
@@ -43,6 +43,28 @@ def is_internal(module: str | None) -> bool:
             return True
         head = head.rpartition(".")[0]
     return False
+
+
+def _library_dirs() -> tuple[str, ...]:
+    import sysconfig
+
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            dirs.add(os.path.realpath(path) + os.sep)
+            dirs.add(path + os.sep)
+    return tuple(sorted(dirs, key=len, reverse=True))
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def is_library(filename: str) -> bool:
+    """Whether ``filename`` is installed library code (the standard library, site-packages:
+    ``transformers``' loss functions) rather than the user's own: its local variables never
+    name the user's tensors."""
+    return filename.startswith(_LIBRARY_DIRS)
 
 
 def user_frame(depth: int = 1) -> FrameType | None:

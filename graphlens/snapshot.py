@@ -12,7 +12,7 @@ import torch
 
 from ._checks import check_count, check_optional_flag
 from ._guard import quiet
-from ._facts import MAX_ELEMENTS, check_roots, same_data, saved_attributes, tensor_node
+from ._facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_attributes, tensor_node
 from ._safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
@@ -162,6 +162,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         for (i, _nr), tid in by_output.items():
             outputs_of.setdefault(i, []).append(tid)
         starts = list(accumulate(counts, initial=0))
+        book = StorageBook()  # (every saved tensor is alive during the walk: a storage's address names it)
         for i, fn in enumerate(fns):
             near = list(outputs_of.get(i, ()))
             for k in range(starts[i], starts[i + 1]):
@@ -170,7 +171,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
                     tid = variables.get(c) or by_output.get((c, child_nrs[k]))
                     if tid is not None:
                         near.append(tid)
-            saved_of.append(saved_attributes(fn, partial(_resolve, near, refs, by_id)))
+            saved_of.append(saved_attributes(fn, partial(_resolve, near, refs, by_id), book=book))
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special
 

@@ -9,8 +9,8 @@ import reprlib
 from typing import Any, Callable, Mapping, NamedTuple
 
 __all__ = [
-    "Summary", "SavedState", "SavedEntry", "LIVE", "FREED", "MODIFIED", "HIDDEN", "UNREADABLE",
-    "PRECISION", "format_number",
+    "Summary", "SavedState", "SavedEntry", "SavedStorage", "STORAGE_KINDS", "LIVE", "FREED", "MODIFIED", "HIDDEN",
+    "UNREADABLE", "PRECISION", "format_number",
 ]
 
 #: Significant digits a value shows unless a ``precision=`` option says otherwise.
@@ -173,6 +173,27 @@ class SavedState(str, enum.Enum):
 LIVE, FREED, MODIFIED, HIDDEN, UNREADABLE = SavedState
 
 
+#: What a saved tensor's storage is, for :class:`SavedStorage` (see :mod:`graphlens.memory`).
+STORAGE_KINDS = ("activation", "untracked", "parameter", "number")
+
+
+class SavedStorage(NamedTuple):
+    """The memory behind one saved tensor, as plain numbers (no tensor is kept).
+
+    ``number`` names the storage within its graph: two saved tensors with the same number
+    share memory (the same tensor saved by two ops, a view of another saved tensor), so it
+    is counted once.  ``nbytes`` is the size of the whole storage (a saved view keeps all of
+    it alive).  ``kind`` is one of :data:`STORAGE_KINDS`: ``"activation"`` when the tensor
+    (or the tensor it is a view of) has autograd history (a ``grad_fn``); ``"parameter"``
+    when that is a leaf that requires grad; ``"untracked"`` for a tensor with neither (the
+    program's inputs, buffers, masks or indices made during the forward); ``"number"`` for a
+    Python number torch wrapped into a 0-d tensor (``x * 0.5`` saves ``0.5``)."""
+
+    number: int
+    nbytes: int
+    kind: str = "activation"
+
+
 class SavedEntry(NamedTuple):
     """One attribute a backward node saved for backward (``MulBackward0._saved_self``).
 
@@ -180,13 +201,18 @@ class SavedEntry(NamedTuple):
     ``state`` a :class:`SavedState`; ``tensor`` the id of the tensor node it saved, where
     graphlens knows it (so a diagram can say ``self = x``); ``summary`` the saved
     tensor's shape and dtype (a :class:`Summary`), where one was read; ``value`` a plain
-    saved value that is not a tensor (a number, a tuple of sizes, a short text)."""
+    saved value that is not a tensor (a number, a tuple of sizes, a short text);
+    ``storages`` the :class:`SavedStorage` of each saved tensor (one, or one per tensor of a
+    saved list), as read while the tensor was held (they stay when backward frees it later;
+    empty where graphlens did not read them); for a tensor hidden by the hooks of
+    ``torch.utils.checkpoint``, what those hooks keep instead: the checkpointed region's inputs."""
 
     name: str
     state: SavedState = SavedState.LIVE
     tensor: str | None = None
     summary: Summary | None = None
     value: Any = None
+    storages: tuple[SavedStorage, ...] = ()
 
     @property
     def is_tensor(self) -> bool:
@@ -215,10 +241,13 @@ class SavedEntry(NamedTuple):
             value = {"tuple": [_json_number(v) for v in value]}
         else:
             value = _json_number(value)
-        return {
+        out = {
             "name": self.name, "state": self.state.value, "tensor": self.tensor,
             "summary": None if self.summary is None else self.summary.to_dict(), "value": value,
         }
+        if self.storages:
+            out["storages"] = [s._asdict() for s in self.storages]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SavedEntry":
@@ -447,9 +476,18 @@ def _plain(v: Any, where: str, field: str) -> Any:
     return v if v is None or isinstance(v, str) else _number(v)
 
 
+_STORAGE_KINDS = {"number": COUNT, "nbytes": COUNT, "kind": one_of("storage kind", STORAGE_KINDS)}
+
+
+def _storages(v: Any, where: str, field: str) -> tuple:
+    return tuple(SavedStorage(**read_fields(s, SavedStorage, _STORAGE_KINDS, Where(
+        lambda i=i: f"{where}: field '{field}[{i}]' is a bad saved storage"), "saved storage")) for i, s in enumerate(v or ()))
+
+
 _SAVED_KINDS = {
     "name": TEXT, "state": one_of("saved state", [s.value for s in SavedState], SavedState), "tensor": TEXT_OR_NULL,
     "summary": SUMMARY_OR_NULL, "value": Kind(f'{_A_NUMBER}, a text, {{"tuple": [numbers]}} or null', _is_plain, _plain),
+    "storages": Kind("a list of saved storages (JSON objects)", lambda v: v is None or _is_list(v), _storages),
 }
 
 

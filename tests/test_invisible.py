@@ -395,7 +395,7 @@ _PKG = os.path.dirname(gl.__file__) + os.sep
 MACHINERY = frozenset(
     _PKG + name
     for name in (
-        "trace.py", "_recorder.py", "_backward_record.py", "_capture.py", "_facts.py", "_freeze.py", "_util.py",
+        "trace.py", "_recorder.py", "_frames.py", "_backward_record.py", "_capture.py", "_facts.py", "_storages.py", "_freeze.py", "_util.py",
         "_guard.py", "names.py", "_attribution.py", "_safety.py", "snapshot.py", "_modestack.py",
     )
 )

@@ -1,0 +1,122 @@
+"""Which storages the saved tensors of a graph keep alive: numbered per graph, with their size and kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef  # (a weak reference that frees itself)
+
+from ._guard import unreadable_why
+from .values import SavedStorage
+
+__all__ = ["StorageBook", "checkpoint_storages", "wrapped_number"]
+
+_T = torch.Tensor
+_SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
+
+
+#: 0-d tensors of the lowest dtype of each category a Python number is wrapped as: torch's type
+#: promotion lets a wrapped number (and only one) take the other operand's dtype.
+_WRAPPED_PROBES: dict = {}
+
+
+def wrapped_number(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a Python number torch wrapped into a 0-d tensor (``x * 0.5`` saves 0.5).
+    Only such a tensor loses type promotion to a 0-d tensor of a lower dtype of its category;
+    a Python bool cannot be told apart (it stays counted)."""
+    dtype = t.dtype
+    if dtype not in (torch.float64, torch.int64, torch.complex128) or t.dim() != 0 or not t.is_cpu:
+        return False
+    probe = _WRAPPED_PROBES.get(dtype)
+    if probe is None:
+        low = {torch.float64: torch.float16, torch.int64: torch.int8, torch.complex128: torch.complex64}[dtype]
+        probe = _WRAPPED_PROBES[dtype] = torch.zeros((), dtype=low)
+    try:
+        return torch.result_type(probe, t) != dtype
+    except Exception:  # noqa: BLE001 - a subclass or fake tensor: not a plain number
+        return False
+
+
+class StorageBook:
+    """Numbers for the storages saved tensors keep alive (:class:`~graphlens.values.SavedStorage`),
+    one book per graph, numbered in the order first seen.  A storage is known by its data
+    pointer while it lives: the book keeps a weak reference to each (no memory is kept), so
+    an address reused after a storage was freed gets a new number."""
+
+    __slots__ = ("_seen", "_count")
+
+    def __init__(self) -> None:
+        self._seen: dict[int, list] = {}  # data pointer -> [number, StorageWeakRef, last SavedStorage made]
+        self._count = 0
+
+    def of(self, value: Any) -> tuple[SavedStorage, ...]:
+        """The storages of a saved value: one for a tensor, one per tensor of a list or tuple;
+        none where torch hands out no storage (sparse, nested, meta or wrapper tensors)."""
+        if isinstance(value, torch.Tensor):
+            one = self._one(value)
+            return () if one is None else (one,)
+        if isinstance(value, (tuple, list)):
+            out = []
+            for v in value:
+                if isinstance(v, torch.Tensor):
+                    one = self._one(v)
+                    if one is None:
+                        return ()  # (one unknown storage makes the whole entry unknown)
+                    out.append(one)
+            return tuple(out)
+        return ()
+
+    def _one(self, t: torch.Tensor) -> SavedStorage | None:
+        try:
+            if type(t) is not _T and unreadable_why(t) is not None:
+                return None
+            base = _T._base.__get__(t) if _T._is_view(t) else None  # type: ignore[attr-defined]
+            base = t if base is None else base
+            storage = _T.untyped_storage(t)
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+            if base.grad_fn is not None:
+                kind = "activation"
+            elif base.requires_grad:
+                kind = "parameter"
+            else:
+                kind = "number" if wrapped_number(t) else "untracked"
+            seen = self._seen.get(ptr)
+            if seen is None or seen[1].expired():
+                seen = self._seen[ptr] = [self._count, _StorageWeakRef(storage), None]
+                self._count += 1
+        except Exception:  # noqa: BLE001 - no storage to read: the entry stays unmeasured
+            return None
+        made = seen[2]
+        if made is None or made.nbytes != nbytes or made.kind != kind:
+            made = seen[2] = SavedStorage(seen[0], nbytes, kind)
+        return made
+
+
+def checkpoint_storages(fn: Any, raw: str, book: StorageBook) -> tuple[SavedStorage, ...]:
+    """What a saved tensor hidden by ``torch.utils.checkpoint`` (non-reentrant) keeps alive:
+    its unpack hook holds the region's frame, which keeps the region's inputs (to recompute
+    the region) and no saved tensor of it.  Read from the frame's own saved slots without
+    running any hook; ``()`` (unknown) for any other hook, or when a slot is itself hooked."""
+    try:
+        slot = getattr(fn, raw)
+        out: list = []
+        for one in slot if isinstance(slot, (list, tuple)) else (slot,):
+            hook = one.unpack_hook
+            if getattr(hook, "__module__", None) != "torch.utils.checkpoint":
+                return ()
+            frames = [c.cell_contents for c in (hook.__closure__ or ()) if type(c.cell_contents).__name__ == "_CheckpointFrame"]
+            if len(frames) != 1:
+                return ()
+            for arg in frames[0].saved_args:
+                if type(arg) is _SAVED_TENSOR:
+                    if arg.unpack_hook is not None:
+                        return ()
+                    data = arg.data
+                    found = book.of(data) if data is not None else ()
+                    if not found:
+                        return ()
+                    out.extend(found)
+        return tuple(out)
+    except Exception:  # noqa: BLE001 - another torch's checkpoint: unknown, never a guess
+        return ()
