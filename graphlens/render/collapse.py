@@ -6,29 +6,46 @@ from typing import Mapping
 
 from .labels import esc, plural
 from .scene import Edge, Node, Options
-from .style import BOX_BORDER, BOX_FILL, GRAD_BORDER, HIGHLIGHT, MIN_CHAIN
+from ..graph import Graph
+from .modules import fold_loops, fold_repeats, remap_edges
+from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MIN_CHAIN, MODULE_NODES
 
 __all__ = ["collapse"]
 
 
-def collapse(nodes: list[Node], edges: list[Edge], o: Options) -> tuple[list[Node], list[Edge]]:
-    """Collapse submodules at ``o.depth`` (when ``None`` and above ``o.max_nodes``: the deepest
-    level that fits), then, if still above ``o.max_nodes``, repeated chains of ops."""
+def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | None = None) -> tuple[list[Node], list[Edge]]:
+    """Collapse submodules at ``o.depth``, then, if still above ``o.max_nodes``, the body of
+    a loop ``graph``'s trace saw run many times (drawn once, "× N"), then repeated chains
+    of ops.
+
+    ``o.depth=None`` picks the level: a model's graph (its nodes carry module scopes) above
+    ``MODULE_NODES`` drawn nodes opens at the deepest module level whose picture fits in
+    ``MODULE_NODES`` (and ``o.max_nodes``), runs of identical numbered blocks drawn once
+    (``o.repeats``); any other graph collapses only above ``o.max_nodes``."""
     depth = o.depth
-    if depth is None and len(nodes) > o.max_nodes:
-        levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
+    levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
+    budget = min(MODULE_NODES, o.max_nodes)
+    if depth is None and levels and len(nodes) > budget:
         fits = None
         for k in range(1, levels + 1):
-            if _count_after(nodes, _box_map(nodes, edges, k)) <= o.max_nodes:
+            if len(_fold(*_collapse_scopes(nodes, edges, _box_map(nodes, edges, k)), o)[0]) <= budget:
                 fits = k
             else:
                 break
-        depth = fits if fits is not None else (1 if levels else None)
+        depth = fits if fits is not None else 1
     if depth is not None:
-        nodes, edges = _collapse_scopes(nodes, edges, _box_map(nodes, edges, depth))
+        box = _box_map(nodes, edges, depth)
+        if box:
+            nodes, edges = _fold(*_collapse_scopes(nodes, edges, box), o)
+    if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source == "trace":
+        nodes, edges = fold_loops(graph, nodes, edges)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
     return nodes, edges
+
+
+def _fold(nodes: list[Node], edges: list[Edge], o: Options) -> tuple[list[Node], list[Edge]]:
+    return fold_repeats(nodes, edges) if o.repeats else (nodes, edges)
 
 
 def _scope_box(scope: str | None, depth: int) -> str | None:
@@ -42,6 +59,7 @@ def _scope_box(scope: str | None, depth: int) -> str | None:
 
 _REGION_SEP = "\x00"
 _CALL_SEP = "\x01"
+_SIDE = "\x03"  # (a box of an open module's ops on tensors that need no grad)
 
 
 def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]:
@@ -51,12 +69,34 @@ def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]
     would be drawn feeding itself.  A box needs an op: tensors alone stay visible."""
     scoped: dict[str, str] = {}
     for n in nodes:
-        if n.kind == "tensor" and n.named and not n.param:
-            continue  # the program's own variables stay visible between the boxes
         b = _scope_box(n.scope, depth)
         if b is not None:
             # A submodule run inside no_grad is a different box from its training run.
             scoped[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
+    # An open module's own work on tensors that need no grad (BERT's attention mask, the
+    # position ids) is one box beside the gradient path, not a dozen green leaves.
+    grad_tensors = {n.id for n in nodes if n.kind == "tensor" and n.rg}
+    touches: dict[str, bool] = {}
+    for e in edges:
+        if e.src in grad_tensors or e.dst in grad_tensors:
+            touches[e.src] = touches[e.dst] = True
+    for n in nodes:
+        if (n.id not in scoped and n.scope and n.region is None and not n.rg and not n.param and not n.named
+                and n.kind in ("op", "tensor") and not touches.get(n.id)):
+            scoped[n.id] = f"{n.scope}{_SIDE}"
+    # The program's own variables stay visible between the boxes: a named tensor that
+    # something outside its box uses (``h = model.enc(x)`` read by ``model.dec``), or
+    # nothing at all (an output); one used only inside its box (``out`` inside a block's
+    # forward) is part of the box.
+    users: dict[str, set] = {}
+    for e in edges:
+        if e.kind != "detach":
+            users.setdefault(e.src, set()).add(scoped.get(e.dst))
+    for n in nodes:
+        if n.kind == "tensor" and n.named and not n.param and n.id in scoped:
+            used = users.get(n.id)
+            if not used or used != {scoped[n.id]}:
+                del scoped[n.id]
     by_id = {n.id: n for n in nodes}
     params = {nid for nid in scoped if by_id[nid].kind == "tensor" and by_id[nid].param}
     box = _runs({nid: b for nid, b in scoped.items() if nid not in params}, nodes, edges)
@@ -121,7 +161,7 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
     box_ids: dict[str, str] = {}
     taken: set[str] = set()
     for b in members:  # distinct ids for distinct scopes ('a-b', 'a_b' and 'a+b' are three boxes)
-        base = "scope_" + "".join(c if c.isalnum() else "_" for c in b)[:60]
+        base = ("side_" if _SIDE in b else "scope_") + "".join(c if c.isalnum() else "_" for c in b.replace(_SIDE, ""))[:60]
         bid, k = base, 1
         while bid in taken:
             k += 1
@@ -144,8 +184,16 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         detail = plural(n_ops, "op") + (", " + plural(n_tensors, "tensor") if n_tensors else "")
         hl = any(m.hl for m in group)
         rg = any(m.rg for m in group)
+        params = [m for m in group if m.param]
+        frozen = bool(params) and not any(m.rg for m in params)
+        if frozen:
+            detail += "; frozen: no parameter requires grad"
         head, _, run = b.partition(_CALL_SEP)
         title, _, region = head.partition(_REGION_SEP)
+        path = title
+        if title.endswith(_SIDE):
+            path = title[:-1] + ".(needs no grad)"
+            title = title[:-1] + ": needs no grad"
         if run:
             title = f"{title} #{run}"
         label = (
@@ -154,36 +202,20 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         )
         attrs = {
             "shape": "box",
-            "style": "filled",
-            "fillcolor": BOX_FILL,
-            "color": HIGHLIGHT if hl else (GRAD_BORDER if rg else BOX_BORDER),
+            "style": "filled,dashed" if frozen else "filled",
+            "fillcolor": FROZEN_FILL if frozen else BOX_FILL,
+            "color": HIGHLIGHT if hl else (GRAD_BORDER if rg else FROZEN_BORDER if frozen else BOX_BORDER),
             "penwidth": "2.5" if hl or rg else "1.5",
         }
-        node = Node(box_ids[b], "box", label, attrs, region=region or None, hl=hl)
+        node = Node(box_ids[b], "box", label, attrs, region=region or None, scope=path, hl=hl, rg=rg)
+        node.frozen = frozen
+        node.content = tuple((m.kind, m.sig, m.param, m.rg, m.content) for m in group)
         node.members = tuple(m.id for m in group)
         node.rank = next((m.rank for m in group if m.rank), None)
         out.append(node)
-    return out, _remap_edges(edges, {i: box_ids[b] for i, b in box.items()})
+    return out, remap_edges(edges, {i: box_ids[b] for i, b in box.items()})
 
 
-def _remap_edges(edges: list[Edge], alias: Mapping[str, str]) -> list[Edge]:
-    out: list[Edge] = []
-    index: dict[tuple[str, str, str], Edge] = {}
-    for e in edges:
-        src = alias.get(e.src, e.src)
-        dst = alias.get(e.dst, e.dst)
-        if src == dst:
-            continue
-        key = (src, dst, e.kind)
-        prev = index.get(key)
-        if prev is not None:
-            prev.hl = prev.hl or e.hl
-            continue
-        ne = Edge(src, dst, e.kind, dict(e.attrs), e.hl)
-        ne.orig = e.orig
-        index[key] = ne
-        out.append(ne)
-    return out
 
 
 def _periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, int]:
@@ -277,4 +309,4 @@ def _collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], 
             out.append(new_nodes[n.id])
         elif n.id not in alias:
             out.append(n)
-    return out, _remap_edges(edges, alias)
+    return out, remap_edges(edges, alias)

@@ -16,9 +16,14 @@ from .notes import note_lines
 from .legend import legend_label
 from .rows import NODESEP, legend_width, plan_rows
 from .scene import Edge, Node, Options
-from .style import DETACH, FONT, HIGHLIGHT, REGION
+from .modules import REPEAT
+from .style import BOX_BORDER, DETACH, FONT, HIGHLIGHT, REGION
 
 __all__ = ["emit", "quote", "quote_id", "attr_list", "topological", "Diagram"]
+
+
+_DEFAULT = 10.0  # = output.LAYOUT_TIMEOUT (output imports this module)
+_LAID_OUT = ("svg", "png", "jpg", "jpeg", "pdf")  # what render/pipe lay out themselves, with the time limit
 
 
 class Diagram(graphviz.Digraph):
@@ -44,13 +49,17 @@ class Diagram(graphviz.Digraph):
         return bundle
 
     def pipe(self, format: str | None = None, *args: Any, **kwargs: Any) -> Any:
-        """As ``graphviz.Digraph.pipe``; without Graphviz's ``dot`` (a pip-only install) the
-        layout program graphlens finds (``graphviz-pure``) lays the diagram out."""
-        if shutil.which("dot") is not None or args or kwargs.get("renderer") or kwargs.get("formatter"):
-            return super().pipe(format, *args, **kwargs)
+        """As ``graphviz.Digraph.pipe``, laid out by the program graphlens finds (Graphviz's
+        ``dot``, or on a pip-only install ``graphviz-pure``), stopped after ``timeout=``
+        seconds (10 by default; ``None``: no limit) with a message that says how to draw less."""
         from .output import layout
 
-        data = layout(self.source, format or self.format)
+        fmt = format or self.format
+        if args or kwargs.get("renderer") or kwargs.get("formatter") or str(fmt).lower() not in _LAID_OUT or (
+            fmt == "pdf" and shutil.which("dot") is None
+        ):
+            return super().pipe(format, *args, **kwargs)
+        data = layout(self.source, fmt, timeout=kwargs.get("timeout", _DEFAULT))
         encoding = kwargs.get("encoding")
         return data.decode(encoding) if encoding else data
 
@@ -58,11 +67,17 @@ class Diagram(graphviz.Digraph):
                format: str | None = None, *args: Any, outfile: Any = None, **kwargs: Any) -> str:
         """As ``graphviz.Digraph.render`` (the DOT source saved as ``filename``, the picture
         as ``filename.format``; ``cleanup=True`` removes the source; ``outfile=`` names the
-        picture); without Graphviz's ``dot`` (a pip-only install) the layout program graphlens
-        finds (``graphviz-pure``: svg, png, jpeg) lays it out.  Returns the picture's path."""
-        if shutil.which("dot") is not None or args or kwargs.get("renderer") or kwargs.get("formatter") or view:
-            return super().render(filename, directory, view, cleanup, format, *args, outfile=outfile, **kwargs)
+        picture), laid out by the program graphlens finds (Graphviz's ``dot``, or on a pip-only
+        install ``graphviz-pure``: svg, png, jpeg), stopped after ``timeout=`` seconds (10 by
+        default; ``None``: no limit).  Returns the picture's path."""
         from .output import check_target, layout
+
+        wanted = format or (Path(outfile).suffix.lstrip(".") if outfile is not None else None) or self.format
+        if args or kwargs.get("renderer") or kwargs.get("formatter") or view or str(wanted).lower() not in _LAID_OUT or (
+            str(wanted).lower() == "pdf" and shutil.which("dot") is None
+        ):
+            return super().render(filename, directory, view, cleanup, format, *args, outfile=outfile, **kwargs)
+        timeout = kwargs.pop("timeout", _DEFAULT)
 
         if outfile is not None:
             out = Path(outfile)
@@ -75,7 +90,7 @@ class Diagram(graphviz.Digraph):
             source_path = Path(directory or self.directory or "") / (filename if filename is not None else self.filename)
             out = Path(f"{source_path}.{fmt}")
         check_target(out)
-        data = layout(self.source, fmt)
+        data = layout(self.source, fmt, timeout=timeout)
         saved = Path(self.save(source_path.name, str(source_path.parent)))
         out.write_bytes(data)
         if cleanup:
@@ -249,12 +264,14 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
             cid += "_"
         clusters.add(cid)
         body.append(f"\tsubgraph {cid} {{\n")
-        body.append(f"\t\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n")
+        repeat = kind.startswith(REPEAT)
+        frame = {"style": "rounded", "color": BOX_BORDER, "penwidth": "1.5"} if repeat else {"style": "dashed,rounded", "color": REGION}
+        body.append(f"\t\t{attr_list(None, frame)[2:-1]}\n")
         # The title is a node of its own above the region's first node, so that no
         # edge is ever drawn across it (a cluster label would be).
         title = own(cid.removeprefix("cluster_" + prefix))
-        title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(kind), title_attrs)}\n")
+        title_attrs = {"shape": "plaintext", "fontcolor": BOX_BORDER if repeat else REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
+        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(kind.removeprefix(REPEAT)), title_attrs)}\n")
         for n in members:
             body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
         for n in members:

@@ -13,6 +13,7 @@ from ..values import PRECISION
 from ..scopes import infer_scopes
 from .collapse import collapse
 from .dot import emit
+from .modules import hide_buffers
 from .notes import resolve_notes
 from .scene import Options, data_scene, function_scene
 from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
@@ -35,6 +36,8 @@ def to_dot(
     max_nodes: int = MAX_NODES,
     depth: int | None = None,
     notes: Any = None,
+    buffers: bool = False,
+    repeats: bool = True,
     name: str = "graphlens",
 ) -> graphviz.Digraph:
     """Draw ``graph`` as a :class:`graphviz.Digraph` (nothing is rendered or opened).
@@ -50,8 +53,14 @@ def to_dot(
     ``precision`` significant digits),
     ``saved=True`` lists each op's saved values (``self = x`` names the saved tensor).  Above ``max_nodes`` drawn nodes,
     submodules (``scope``, traced with ``module=``) collapse into one box each, at
-    ``depth`` levels below the model (``depth=1``: its direct children; ``None``: the
-    deepest level that fits), and runs of identical ops collapse into one node.
+    ``depth`` levels below the model (``depth=1``: its direct children; a depth below the
+    deepest module draws every op), and runs of identical ops collapse into one node.
+    With ``depth=None`` a model's graph above ``MODULE_NODES`` (60) drawn nodes opens at the
+    deepest module level that fits in 60.  ``repeats=True`` draws a run of numbered
+    blocks that are the same graph (``transformer.h.0`` … ``h.11``) once, with "× 12"; a
+    box whose parameters all have ``requires_grad=False`` is drawn grey and dashed
+    (frozen).  ``buffers=False`` leaves out module buffers (BatchNorm's running
+    statistics), which take no part in backward; the legend counts them.
     The graph's notes (:meth:`~graphlens.Graph.annotate`) are drawn beside their nodes as
     pale yellow ``shape=note`` nodes; ``notes={...}`` adds some for this drawing (keys:
     node ids or names), ``notes=False`` hides them.
@@ -69,17 +78,21 @@ def to_dot(
     """
     graph = check_graph(graph, "to_dot")
     with paused_gc():  # drawing makes many small objects; torch alone holds ~200k tracked ones
-        return _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes)
+        return _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name,
+                       notes, buffers=buffers, repeats=repeats)
 
 
-def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes=None, prefix=""):
+def _to_dot(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, name, notes=None,
+            prefix="", *, buffers=False, repeats=True):
     graph, nodes, edges, o, drawn_notes = build_scene(
-        graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes
+        graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes,
+        buffers=buffers, repeats=repeats,
     )
     return emit(graph, nodes, edges, o, name, drawn_notes, prefix)
 
 
-def build_scene(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes=None):
+def build_scene(graph, view, direction, legend, values, grads, saved, highlight, max_elements, precision, max_nodes, depth, notes=None,
+                *, buffers=False, repeats=True):
     """``(graph, nodes, edges, options, notes)``: the checked options and the collapsed scene
     :func:`to_dot` emits (the replay page reads which drawn node stands for which op)."""
     drawn_notes = resolve_notes(graph, notes)
@@ -98,13 +111,17 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         hl_nodes=frozenset(hl_nodes),
         hl_edges=frozenset(hl_edges),
         names={t.id: t.name or t.id for t in graph.tensors} if saved is True else {},
+        buffers=check_flag("buffers", buffers),
+        repeats=check_flag("repeats", repeats),
     )
     graph = infer_scopes(graph)
     if o.view == "data":
         nodes, edges = data_scene(graph, o)
+        if not o.buffers:
+            nodes, edges = hide_buffers(graph, nodes, edges)
     else:
         nodes, edges = function_scene(graph, o)
-    nodes, edges = collapse(nodes, edges, o)
+    nodes, edges = collapse(nodes, edges, o, graph)
     return graph, nodes, edges, o, drawn_notes
 
 

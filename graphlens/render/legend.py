@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from ..graph import Graph
-from .labels import esc
+from .labels import esc, plural
+from .modules import REPEAT, buffer_ids
 from .scene import Edge, Node, Options
 from .style import (
     BOX_BORDER,
     BOX_FILL,
+    FROZEN_BORDER,
+    FROZEN_FILL,
     DETACH,
     GRAD_BORDER,
     GRAD_TEXT,
@@ -64,13 +67,27 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
         rows.append(f'<TR><TD><FONT COLOR="{RELEASED}"><I>grad</I></FONT></TD><TD ALIGN="LEFT">flowed, then released</TD></TR>')
     if any(e.kind == "detach" for e in edges):
         rows.append(f'<TR><TD><FONT COLOR="{DETACH}">- - -&gt;</FONT></TD><TD ALIGN="LEFT">detach(): no gradient path</TD></TR>')
-    for kind in sorted({n.region.partition("#")[0] for n in nodes if n.region}):
+    for kind in sorted({n.region.partition("#")[0] for n in nodes if n.region and not n.region.startswith(REPEAT)}):
         rows.append(
             f'<TR><TD STYLE="dashed" COLOR="{REGION}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
             f'<TD ALIGN="LEFT">made under {esc(kind)}</TD></TR>'
         )
     if kinds & {"box", "chain"}:
         rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain"))
+    if any(n.frozen for n in nodes):
+        rows.append(
+            f'<TR><TD STYLE="dashed" BGCOLOR="{FROZEN_FILL}" COLOR="{FROZEN_BORDER}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
+            '<TD ALIGN="LEFT">frozen submodule (no parameter requires grad)</TD></TR>'
+        )
+    if any(n.region and n.region.startswith(REPEAT) for n in nodes) or any("(the same graph each;" in n.label for n in nodes if n.kind == "box"):
+        rows.append(
+            f'<TR><TD STYLE="rounded" COLOR="{BOX_BORDER}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
+            '<TD ALIGN="LEFT">× N: N blocks, the same graph each, drawn once</TD></TR>'
+        )
+    if o.view == "data" and not o.buffers:
+        hidden = len({t.name for t in graph.tensors if t.id in buffer_ids(graph)[0]})
+        if hidden:
+            rows.append(f'<TR><TD>–</TD><TD ALIGN="LEFT">{plural(hidden, "module buffer")} not drawn (buffers=True)</TD></TR>')
     if any(n.hl for n in nodes) or any(e.hl for e in edges):
         rows.append(swatch("#ffffff", HIGHLIGHT, 3, "highlighted"))
     if notes:

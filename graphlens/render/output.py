@@ -21,6 +21,8 @@ __all__ = [
     "find_layout_program",
     "LayoutProgram",
     "LayoutProgramNotFound",
+    "LayoutTimeout",
+    "LAYOUT_TIMEOUT",
     "FORMATS",
 ]
 
@@ -45,6 +47,16 @@ class LayoutProgram(NamedTuple):
 
 class LayoutProgramNotFound(RuntimeError):
     """Neither Graphviz ``dot`` nor ``graphviz-pure`` could be found."""
+
+
+class LayoutTimeout(RuntimeError):
+    """The layout program ran longer than its time limit and was stopped."""
+
+
+#: Seconds a layout may take before it is stopped (``timeout=None``: no limit).  The layout
+#: programs are superlinear on graphs that are not chains: an unrolled ``LSTMCell`` loop of
+#: 50 steps (800 ops) takes ~40 s, of 100 steps several minutes.
+LAYOUT_TIMEOUT = 10.0
 
 
 _INSTALL_HINT = (
@@ -84,10 +96,15 @@ def find_layout_program(engine_binary: str | os.PathLike | None = None) -> Layou
     raise LayoutProgramNotFound(f"no Graphviz layout program found (neither 'dot' nor 'graphviz-pure'): {_INSTALL_HINT}")
 
 
-def layout(source: str, format: str = "svg", *, engine_binary: str | os.PathLike | None = None) -> bytes:
+def layout(source: str, format: str = "svg", *, engine_binary: str | os.PathLike | None = None,
+           timeout: float | None = LAYOUT_TIMEOUT) -> bytes:
     """Lay out DOT ``source`` with :func:`find_layout_program` and return the ``format``
-    output (``svg``, ``png``, ``jpeg``; ``pdf`` needs Graphviz ``dot``)."""
+    output (``svg``, ``png``, ``jpeg``; ``pdf`` needs Graphviz ``dot``).  A layout that runs
+    longer than ``timeout`` seconds is stopped with :class:`LayoutTimeout`, which says how
+    to draw less (``timeout=None`` waits as long as it takes)."""
     fmt = _check_format(format)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+        raise ValueError(f"timeout must be a number of seconds above 0, or None for no limit, not {timeout!r}")
     program = find_layout_program(engine_binary)
     if fmt == "jpg":
         fmt = "jpeg"
@@ -97,9 +114,17 @@ def layout(source: str, format: str = "svg", *, engine_binary: str | os.PathLike
             f"{list(program.formats)}; install Graphviz ('apt-get install graphviz' or 'brew install "
             f"graphviz') or render to .svg/.png instead"
         )
-    proc = subprocess.run(
-        [program.path, f"-T{fmt}"], input=source.encode("utf-8"), capture_output=True, check=False
-    )
+    try:
+        proc = subprocess.run(
+            [program.path, f"-T{fmt}"], input=source.encode("utf-8"), capture_output=True, check=False, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        nodes = sum(1 for line in source.splitlines() if line.startswith("\t") and "->" not in line and "[" in line)
+        raise LayoutTimeout(
+            f"{program.kind} took more than {timeout:g} s to lay out this diagram ({nodes:,} nodes) and was stopped: "
+            f"draw fewer nodes (depth=1 or a smaller max_nodes=), open it as a page that lays itself out "
+            f"(graph.to_html('graph.html')), or pass timeout=None to wait as long as it takes"
+        ) from None
     if proc.returncode != 0 or not proc.stdout:
         err = proc.stderr.decode("utf-8", "replace").strip()
         raise RuntimeError(f"{program.kind} ({program.path}) failed to lay out the graph (exit {proc.returncode}): {err}")
@@ -119,12 +144,14 @@ def render(
     *,
     format: str | None = None,
     engine_binary: str | os.PathLike | None = None,
+    timeout: float | None = LAYOUT_TIMEOUT,
     **to_dot_options: Any,
 ) -> Path:
     """Write ``graph`` to ``path`` as svg, png, jpeg or pdf (from the suffix, or
     ``format``), laid out by :func:`find_layout_program`; ``.dot``/``.gv`` write the DOT
     text.  ``to_dot_options`` are those of :func:`to_dot`.  Returns the path written.
-    pdf needs Graphviz ``dot``; ``graphviz-pure`` writes svg, png and jpeg."""
+    pdf needs Graphviz ``dot``; ``graphviz-pure`` writes svg, png and jpeg.  A layout that
+    takes longer than ``timeout`` seconds is stopped (:class:`LayoutTimeout`)."""
     graph = check_graph(graph, "render")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a file path like 'graph.svg', not {type(path).__name__}")
@@ -146,7 +173,7 @@ def render(
     if fmt in ("dot", "gv"):
         data = source.encode("utf-8")
     else:
-        data = layout(source, fmt, engine_binary=engine_binary)
+        data = layout(source, fmt, engine_binary=engine_binary, timeout=timeout)
     out.write_bytes(data)
     return out
 

@@ -13,16 +13,23 @@ from ..values import PRECISION, Summary
 from .dot import emit
 from .draw import build_scene
 from .labels import esc
-from .style import DIRECTIONS, FONT, GRAD_TEXT, HIGHLIGHT, LEAF_FILL, MAX_NODES, NONFINITE, NONLEAF_FILL, RELEASED
+from .replay_assets import CSS, JS, PAGE
+from .style import DIRECTIONS, FONT, GRAD_TEXT, HIGHLIGHT, LEAF_FILL, MAX_NODES, NONLEAF_FILL, RELEASED
 
 if TYPE_CHECKING:
     from ..replay import Replay
 
-__all__ = ["replay_page", "replay_frame", "replay_data", "script_json", "MARKERS"]
+__all__ = ["replay_page", "replay_frame", "replay_data", "drawn_depth", "script_json", "MARKERS", "BY_MODULE_ABOVE", "BY", "page_data", "opening"]
 
 #: The text colour of the reserved ``.grad`` row of a tensor node: one step off the node's
 #: fill, so Graphviz lays the row out (invisibly) and the page finds and fills it.
 MARKERS = {LEAF_FILL: "#c8ebc5", NONLEAF_FILL: "#fffffe"}
+
+#: How the page steps: ``"step"`` one engine node at a time, ``"module"`` one run of nodes
+#: inside one module at a time, ``"auto"`` by module when the graph knows its modules and
+#: the backward has more than :data:`BY_MODULE_ABOVE` steps.
+BY = ("auto", "step", "module")
+BY_MODULE_ABOVE = 100
 
 
 _SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
@@ -125,10 +132,15 @@ class _Map:
         return None
 
 
-def replay_data(replay: "Replay", nodes, edges, *, precision: int = PRECISION, max_elements: int | None = 3) -> dict:
+def replay_data(
+    replay: "Replay", nodes, edges, *, precision: int = PRECISION, max_elements: int | None = 3, modules: dict | None = None,
+) -> dict:
     """What the page's script needs, as plain JSON-able data: per step the drawn node that
     ran, the drawn edges that carried gradients (with their values), the sentence and the
-    ``.grad`` writes; per written tensor its row."""
+    ``.grad`` writes; per written tensor its row; with ``modules`` (depth -> the module steps
+    :meth:`~graphlens.Replay.by_module` gives at that depth), per depth (``"levels"``, keyed
+    by the depth as text) per module step the same, summed over its run, with the range of
+    engine steps it holds (``"r"``, first and last, from 0)."""
     g = replay.graph
     m = _Map(g, nodes, edges)
     steps = []
@@ -183,8 +195,108 @@ def replay_data(replay: "Replay", nodes, edges, *, precision: int = PRECISION, m
         if s.hooked:
             step["h"] = 1
         steps.append(step)
-    ran = sorted({st["node"] for st in steps if st["node"] and m.kind.get(st["node"]) in ("op", "chain")})
-    return {"steps": steps, "rows": list(rows.values()), "passes": replay.passes, "ops": ran}
+    ran = sorted({st["node"] for st in steps if st["node"] and m.kind.get(st["node"]) in ("op", "chain", "box")})
+    data = {"steps": steps, "rows": list(rows.values()), "passes": replay.passes, "ops": ran}
+    if modules is not None:
+        data["levels"] = {
+            str(d): [_module_entry(replay, ms, steps, m, precision, max_elements) for ms in mods] for d, mods in modules.items()
+        }
+    return data
+
+
+def _module_entry(replay: "Replay", ms, steps: list[dict], m: _Map, precision: int, max_elements: int | None) -> dict:
+    """One module step for the page: the drawn nodes its engine steps ran at, the drawn edges
+    that carried gradients in its run (its sends, and what reached it from outside)."""
+    from ..replay import module_label
+
+    run = steps[ms.start:ms.stop]
+    nodes = list(dict.fromkeys(st["node"] for st in run if st["node"]))
+    arrived = []
+    for f in ms.grads_in:
+        if f.sender is None:  # the gradient backward() starts from: on the edge to the op's output
+            t = m.outputs.get((f.receiver, f.output_nr))
+            title = m.edge(m.drawn.get(f.receiver), m.drawn.get(t)) if t is not None else None
+        else:
+            title = m.edge(m.source(f.receiver, f.output_nr), m.drawn.get(f.sender))
+        if title is not None:
+            arrived.append([title, _short(f.value, precision, max_elements)])
+    entry = {"p": ms.backward, "m": module_label(ms.module), "r": [ms.start, ms.stop - 1], "nodes": nodes,
+             "t": replay.describe_module(ms, precision)}
+    sent = _merge([pair for st in run for pair in st.get("s", ())], m)
+    if sent:
+        entry["s"] = sent
+    arrived = _merge(arrived, m)
+    if arrived:
+        entry["a"] = arrived
+    writes = [w for st in run for w in st.get("w", ())]
+    if writes:
+        entry["w"] = writes
+    if any(st.get("h") for st in run):
+        entry["h"] = 1
+    return entry
+
+
+def _merge(pairs: list, m: _Map) -> list:
+    """``[title, value]`` pairs with at most as many per title as the diagram draws edges of
+    that title: extra values (several sends along one collapsed edge) join the last label."""
+    by_title: dict[str, list[str]] = {}
+    for title, value in pairs:
+        by_title.setdefault(title, []).append(value)
+    out = []
+    for title, values in by_title.items():
+        src, _, dst = title.partition("->")
+        room = max(1, m.count.get((src, dst), 1))
+        if len(values) > room:
+            rest = values[room - 1:]
+            values = values[: room - 1] + [rest[0] + (f" (+{len(rest) - 1} more)" if len(rest) > 1 else "")]
+        out.extend([title, v] for v in values)
+    return out
+
+
+_DATA = re.compile(r'<script id="gl-data" type="application/json">(.*?)</script>', re.S)
+
+
+def page_data(page: str) -> dict:
+    """The data a replay page embeds (what its script reads), from the page's HTML."""
+    found = _DATA.search(page)
+    if found is None:
+        raise ValueError("page holds no replay data: give the HTML that Replay.to_html() wrote")
+    return json.loads(found.group(1))
+
+
+def opening(page: str) -> tuple[str, int | None, int]:
+    """How a replay page opens: ``("step", None, steps)`` or ``("module", depth, module steps)``."""
+    data = page_data(page)
+    if data.get("by") == "module":
+        return "module", data["depth"], len(data["levels"][str(data["depth"])])
+    return "step", None, len(data["steps"])
+
+
+def drawn_depth(graph, nodes) -> int | None:
+    """How many dotted parts deep the diagram's module boxes are (``None`` when it draws
+    none): the dotted name of each box (its ``scope``), else the shortest scope prefix
+    that the members of a box share."""
+    scope = {op.id: op.scope for op in graph.ops}
+    scope.update({t.id: t.scope for t in graph.tensors})
+    depth = None
+    for n in nodes:
+        if n.kind != "box":
+            continue
+        name = getattr(n, "scope", None)
+        if name and name.endswith(".(needs no grad)"):
+            continue  # (an open module's work beside the gradient path, not a level)
+        if name and " " not in name:
+            shared = len(name.split("."))
+        else:
+            parts = [scope[i].split(".") for i in getattr(n, "members", ()) if scope.get(i)]
+            shared = 0
+            for column in zip(*parts):
+                if any(c != column[0] for c in column):
+                    break
+                shared += 1
+        if shared:
+            depth = shared if depth is None else min(depth, shared)
+    return depth
 
 
 def _reserve_rows(nodes, data: dict) -> None:
@@ -223,6 +335,7 @@ def replay_page(
     max_elements: int | None = 3,
     max_nodes: int = MAX_NODES,
     depth: int | None = None,
+    by: str = "auto",
     explanation: Any = None,
     engine_binary: Any = None,
 ) -> str:
@@ -234,16 +347,41 @@ def replay_page(
     the same backward call stay on their edges, faded: PyTorch released them.
     ``explanation`` (an :class:`~graphlens.Explanation`) is shown above the diagram: the
     error that stopped the program.  Without a layout program the page has no diagram
-    but keeps the stepper, the sentences and the table."""
+    but keeps the stepper, the sentences and the table.
+
+    ``by`` is how it opens: ``"step"``, one node of the engine at a time; ``"module"``, one
+    run of consecutive nodes inside one module box at a time (:meth:`Replay.by_module`, at
+    the diagram's ``depth``: the one given, else the one the diagram opens at); ``"auto"``
+    (the default) opens by module when the graph knows its modules and the backward has
+    more than 100 steps, else by step.  The page can switch between the two, and read
+    modules deeper or shallower, either way; ``#step=N``, ``#module=N`` and
+    ``#module=N&depth=D`` (steps from 1) open a step.  Only the current step's edges are
+    labelled; the "trail" box adds those of the earlier steps of the same backward call."""
     from .output import layout
 
     direction = check_choice("direction", direction, DIRECTIONS)
+    by = check_choice("by", by, BY)
     precision = check_count("precision", precision, minimum=1)  # type: ignore[assignment]
     max_elements = check_count("max_elements", max_elements, allow_none=True, minimum=1)
     graph, nodes, edges, o, notes = build_scene(
         replay.graph, "data", direction, True, True, False, False, None, max_elements, precision, max_nodes, depth, None
     )
-    data = replay_data(replay, nodes, edges, precision=precision, max_elements=max_elements)
+    scoped = replay.has_scopes()
+    if by == "module" and not scoped:
+        raise ValueError(
+            "by='module' needs to know which module ran each op, and this graph does not: trace the model with "
+            "graphlens.trace(module=model), or step through it with by='step'"
+        )
+    modules = None
+    if scoped:  # the module steps at every depth, the page's own first
+        levels = max(len(op.scope.split(".")) for op in graph.ops if op.scope)
+        step_depth = o.depth if o.depth is not None else drawn_depth(graph, nodes)
+        step_depth = levels if step_depth is None else min(step_depth, levels)
+        modules = {d: replay.by_module(depth=d) for d in range(1, levels + 1)}
+    data = replay_data(replay, nodes, edges, precision=precision, max_elements=max_elements, modules=modules)
+    if modules is not None:
+        data["depth"] = step_depth
+    data["by"] = "module" if by == "module" or (by == "auto" and scoped and len(replay.steps) > BY_MODULE_ABOVE) else "step"
     if explanation is not None:
         data["stopped"] = 1
     _reserve_rows(nodes, data)
@@ -255,6 +393,8 @@ def replay_page(
         svg = ""
         missing = f"<p class='missing'>No diagram: {html.escape(str(exc))}</p>"
     heading = title or f"Backward replay: {len(replay.steps)} step{'s' * (len(replay.steps) != 1)} in {replay.passes} backward call{'s' * (replay.passes != 1)}"
+    count = len(modules[step_depth]) if modules is not None else 0
+    sub_heading = f"{count} module step{'s' * (count != 1)} at depth {step_depth}" if modules is not None else ""
     payload = script_json(data)
     error = ""
     if explanation is not None:
@@ -264,18 +404,25 @@ def replay_page(
     page_id = hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
     parts = {
         "TITLE": html.escape(heading),
-        "CSS": _CSS.replace("@FONT@", FONT).replace("@HL@", HIGHLIGHT).replace("@GRAD@", GRAD_TEXT).replace("@REL@", RELEASED),
+        "MODS": html.escape(sub_heading),
+        "SUB": (
+            "By step, each step is one node of PyTorch's engine, in the order it really ran (seen by hooks on the real "
+            "nodes); by module, each step is one run of consecutive nodes inside one module."
+            if modules is not None else
+            "Each step is one node of PyTorch's engine, in the order it really ran (seen by hooks on the real nodes)."
+        ),
+        "CSS": CSS.replace("@FONT@", FONT).replace("@HL@", HIGHLIGHT).replace("@GRAD@", GRAD_TEXT).replace("@REL@", RELEASED),
         "ERROR": error,
         "SVG": svg or missing,
         "ID": page_id,
         "DATA": payload,
-        "JS": _JS.replace("@MARKERS@", json.dumps(sorted(MARKERS.values()))),
+        "JS": JS.replace("@MARKERS@", json.dumps(sorted(MARKERS.values()))),
     }
     # One pass: a part that holds a placeholder's spelling (a tensor named "@JS@") stays as it is.
-    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], _PAGE)
+    return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], PAGE)
 
 
-_PLACEHOLDER = re.compile(r"@(TITLE|CSS|ERROR|SVG|ID|DATA|JS)@")
+_PLACEHOLDER = re.compile(r"@(TITLE|MODS|SUB|CSS|ERROR|SVG|ID|DATA|JS)@")
 
 
 def _nonfinite_banner(replay: "Replay") -> str:
@@ -290,9 +437,9 @@ def _nonfinite_banner(replay: "Replay") -> str:
             fwd = getattr(op, "forward", None)
             where = f", the backward of {fwd}" + (f" at line {op.line}" if getattr(op, "line", None) else "") if fwd else ""
             return (
-                f"<section class='nonfinite'><b>The first NaN or infinite gradient</b> is sent at step {step.index}: "
+                f"<section class='nonfinite'><b>The first NaN or infinite gradient</b> is sent at step {step.index + 1}: "
                 f"{html.escape(step.name)}{html.escape(where)}, from finite gradients. "
-                f"<a href='#step={step.index}' id='gl-nonfinite'>Go to step {step.index}</a>; "
+                f"<a href='#step={step.index + 1}' id='gl-nonfinite'>Go to step {step.index + 1}</a>; "
                 f"<code>graphlens.explain(tensor, tr)</code> says why.</section>"
             )
     return ""
@@ -306,297 +453,3 @@ def replay_frame(replay: "Replay", *, height: int = 640, **options: Any) -> str:
         f'<iframe srcdoc="{html.escape(page, quote=True)}" sandbox="allow-scripts" '
         f'style="width:100%;height:{int(height)}px;border:1px solid #dcdfe4;border-radius:6px"></iframe>'
     )
-
-
-_CSS = """
-* { box-sizing: border-box; }
-body { font: 15px/1.45 -apple-system, "Segoe UI", @FONT@, Arial, sans-serif; color:#1d1d1f; margin:0; background:#f6f7f9; }
-header { padding: 14px 20px 6px; }
-h1 { font-size: 20px; margin: 0; }
-.sub { color:#555; font-size: 13px; margin: 2px 0 0; }
-.wrap { display:flex; gap:14px; padding: 8px 20px 20px; align-items:flex-start; }
-#gl-diagram { flex: 1 1 auto; min-width: 0; background:#fff; border:1px solid #dcdfe4; border-radius:10px; padding:8px;
-              overflow:auto; max-height: calc(100vh - 90px); }
-#gl-panel { flex: 0 0 360px; background:#fff; border:1px solid #dcdfe4; border-radius:10px; padding:12px 14px;
-            position: sticky; top: 8px; max-height: calc(100vh - 16px); overflow:auto; }
-@media (max-width: 860px) { .wrap { flex-direction: column; } #gl-panel { position: static; flex-basis:auto; width:100%; } }
-.controls { display:flex; gap:6px; align-items:center; }
-.controls button { font: inherit; font-size: 14px; padding: 4px 10px; border:1px solid #b9c0cc; border-radius:6px; background:#f3f5f8; cursor:pointer; }
-.controls button:hover { background:#e6ebf2; }
-#gl-slider { width: 100%; margin: 10px 0 2px; }
-#gl-where { font-size: 13px; color:#555; }
-#gl-node { font: 600 15px ui-monospace, Menlo, Consolas, monospace; margin: 10px 0 2px; }
-#gl-text { margin: 4px 0 10px; }
-#gl-hook { display:none; background:#fff3d6; border:1px solid #e0b44a; border-radius:6px; padding:2px 8px; font-size:13px; }
-table { border-collapse: collapse; width: 100%; font-size: 13px; }
-th, td { text-align:left; padding: 2px 6px; border-bottom: 1px solid #eceef2; vertical-align: top; }
-td.v { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
-#gl-gradbox { max-height: 38vh; overflow: auto; border-top: 1px solid #eceef2; }
-#gl-grads thead th { position: sticky; top: 0; background: #fff; }
-#gl-grads td.v { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; max-width: 190px; }
-#gl-grads td:first-child { overflow-wrap: anywhere; }
-tr.now td { background: #fdecec; }
-tr.changed td.v { color: @GRAD@; font-weight: 700; }
-#gl-steps tr { cursor: pointer; }
-#gl-steps tr:hover td { background: #f0f4fa; }
-.key { font-size: 12px; color:#444; margin-top: 10px; }
-.key span { display:inline-block; width: 22px; height: 0; border-top: 3px solid; vertical-align: middle; margin-right: 4px; }
-.error { margin: 0 20px 6px; background:#fdecec; border:1px solid #e4a1a1; border-radius:8px; padding: 8px 12px; }
-.nonfinite { margin: 0 20px 6px; background:#fff3e0; border:1px solid #e0a060; border-radius:8px; padding: 8px 12px; }
-.missing { color:#8a4b00; }
-details { margin-top: 10px; }
-summary { cursor:pointer; color:#1f5fa8; font-size: 14px; }
-svg .gl-run path, svg .gl-run polygon, svg .gl-run ellipse { stroke: @HL@; stroke-width: 4px; }
-svg .gl-ran path, svg .gl-ran polygon { fill: #dbe7f6; }
-svg .gl-sent > path { stroke: @HL@; stroke-width: 3px; }
-svg .gl-sent > polygon { fill: @HL@; stroke: @HL@; }
-svg .gl-arr > path { stroke: @GRAD@; stroke-width: 3px; }
-svg .gl-arr > polygon { fill: @GRAD@; stroke: @GRAD@; }
-svg .gl-val rect { fill: #ffffff; fill-opacity: .92; stroke-width: 1px; }
-svg .gl-val text { font: 700 10px @FONT@, Arial, sans-serif; }
-svg .gl-val.sent rect { stroke: @HL@; } svg .gl-val.sent text { fill: @HL@; }
-svg .gl-val.arr rect { stroke: @GRAD@; } svg .gl-val.arr text { fill: @GRAD@; }
-svg .gl-val.past { opacity: .75; } svg .gl-val.past rect { stroke: #cccccc; } svg .gl-val.past text { fill: @REL@; font-weight: 400; font-style: italic; }
-"""
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>@TITLE@</title>
-<style>@CSS@</style>
-</head>
-<body data-page="@ID@">
-<header><h1>@TITLE@</h1>
-<p class="sub">Each step is one node of PyTorch's engine, in the order it really ran (seen by hooks on the real nodes). Keys: &larr; &rarr; step, space plays, Home / End.</p></header>
-@ERROR@
-<div class="wrap">
-<div id="gl-diagram" class="fit">@SVG@</div>
-<aside id="gl-panel">
-<div class="controls">
-<button id="gl-first" title="first step (Home)">first</button>
-<button id="gl-prev" title="previous step (&larr;)">&#x25C0; prev</button>
-<button id="gl-play" title="play / pause (space)">&#x25B6; play</button>
-<button id="gl-next" title="next step (&rarr;)">next &#x25B6;</button>
-<button id="gl-fit" title="fit the diagram to the page, or show it full size">fit</button>
-</div>
-<input id="gl-slider" type="range" min="0" max="0" value="0" aria-label="step">
-<div id="gl-where"></div>
-<div id="gl-node"></div>
-<div id="gl-hook">a hook of the program changed the gradient that arrived</div>
-<p id="gl-text"></p>
-<div id="gl-gradbox"><table id="gl-grads"><thead><tr><th>tensor</th><th>.grad as of this step</th></tr></thead><tbody></tbody></table></div>
-<div class="key"><span style="border-color:@HLC@"></span>sent by the running node
-&nbsp; <span style="border-color:@GRC@"></span>arrived at it
-&nbsp; <i style="color:#8c8c8c">grey italics</i>: used earlier in this call and released</div>
-<details><summary>all steps</summary><table id="gl-steps"><thead><tr><th>step</th><th>call</th><th>node</th><th>what it sent</th></tr></thead><tbody></tbody></table></details>
-</aside>
-</div>
-<script id="gl-data" type="application/json">@DATA@</script>
-<script>@JS@</script>
-</body>
-</html>
-""".replace("@HLC@", HIGHLIGHT).replace("@GRC@", GRAD_TEXT)
-
-_JS = r"""
-(function () {
-  "use strict";
-  var D = JSON.parse(document.getElementById("gl-data").textContent);
-  var steps = D.steps, n = steps.length, MARKERS = @MARKERS@;
-  var NS = "http://www.w3.org/2000/svg";
-  var svg = document.querySelector("#gl-diagram svg");
-  var nodeEl = {}, edgeEls = {}, gradText = {}, layer = null;
-  if (svg) {
-    svg.querySelectorAll("g.node").forEach(function (g) {
-      var t = g.querySelector("title"); if (t) nodeEl[t.textContent] = g;
-    });
-    svg.querySelectorAll("g.edge").forEach(function (g) {
-      var t = g.querySelector("title"); if (!t) return;
-      (edgeEls[t.textContent] = edgeEls[t.textContent] || []).push(g);
-    });
-    D.rows.forEach(function (row) {
-      var g = row.node && nodeEl[row.node]; if (!g) return;
-      var texts = g.querySelectorAll("text");
-      for (var i = 0; i < texts.length; i++) {
-        var fill = (texts[i].getAttribute("fill") || "").toLowerCase();
-        if (MARKERS.indexOf(fill) >= 0) { gradText[row.id] = texts[i]; break; }
-      }
-    });
-    var root = svg.querySelector("g.graph") || svg;
-    layer = document.createElementNS(NS, "g");
-    layer.setAttribute("id", "gl-layer");
-    root.appendChild(layer);
-  }
-  var slider = document.getElementById("gl-slider");
-  slider.max = String(Math.max(0, n - 1));
-  var cur = -1, timer = null;
-
-  // Geometry needs a laid-out page (a frame may not be yet when its script runs): it is
-  // measured when first needed, and again once the page is shown.
-  var centred = false;
-  function centre() {  // the reserved .grad rows: centred in their node, once measurable
-    if (centred) return;
-    var ok = true;
-    Object.keys(gradText).forEach(function (id) {
-      var t = gradText[id];
-      if (t.getAttribute("text-anchor") === "middle") return;
-      var b = t.getBBox();
-      if (!b.width) { ok = false; return; }
-      t.setAttribute("text-anchor", "middle");
-      t.setAttribute("x", String(b.x + b.width / 2));
-    });
-    centred = ok;
-  }
-  function mid(g) {
-    if (g._mid) return g._mid;
-    var p = g.querySelector("path");
-    if (!p || !p.getTotalLength) return null;
-    var len = p.getTotalLength();
-    if (!len) return null;
-    var pt = p.getPointAtLength(len / 2);
-    g._mid = [pt.x, pt.y];
-    return g._mid;
-  }
-  function label(g, text, cls, left) {
-    var at = mid(g); if (!at || !layer) return;
-    var box = document.createElementNS(NS, "g");
-    box.setAttribute("class", "gl-val " + cls);
-    var r = document.createElementNS(NS, "rect"), t = document.createElementNS(NS, "text");
-    t.setAttribute("x", String(left ? at[0] - 6 : at[0] + 6)); t.setAttribute("y", String(at[1] + 3.5));
-    if (left) t.setAttribute("text-anchor", "end");
-    t.textContent = text;
-    box.appendChild(r); box.appendChild(t); layer.appendChild(box);
-    var b = t.getBBox();
-    if (!b.width) { layer.removeChild(box); return; }
-    r.setAttribute("x", String(b.x - 3)); r.setAttribute("y", String(b.y - 1.5));
-    r.setAttribute("width", String(b.width + 6)); r.setAttribute("height", String(b.height + 3));
-    r.setAttribute("rx", "3");
-  }
-  function reveal(el, box) {  // scroll box (not the page) so that el is in sight
-    var r = el.getBoundingClientRect(), b = box.getBoundingClientRect();
-    if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += (r.top - b.top) - (b.height - r.height) / 2;
-    if (r.left < b.left || r.right > b.right) box.scrollLeft += (r.left - b.left) - (b.width - r.width) / 2;
-  }
-  function esc(s) { return String(s).replace(/[&<>"]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]; }); }
-
-  function show(k) {
-    if (!n) { document.getElementById("gl-text").textContent = "No backward step ran."; return; }
-    k = Math.max(0, Math.min(n - 1, k | 0));
-    cur = k; slider.value = String(k);
-    document.body.setAttribute("data-step", String(k));
-    centre();
-    var s = steps[k], first = k;
-    while (first > 0 && steps[first - 1].p === s.p) first--;
-    // The nodes: the one running now, the ops that ran before it in this call.
-    Object.keys(nodeEl).forEach(function (id) { nodeEl[id].classList.remove("gl-run", "gl-ran"); });
-    Object.keys(edgeEls).forEach(function (id) { edgeEls[id].forEach(function (g) { g.classList.remove("gl-sent", "gl-arr"); }); });
-    if (layer) while (layer.firstChild) layer.removeChild(layer.firstChild);
-    var last = {};
-    for (var i = first; i <= k; i++) {
-      if (i < k && steps[i].node && nodeEl[steps[i].node] && D.ops.indexOf(steps[i].node) >= 0) nodeEl[steps[i].node].classList.add("gl-ran");
-      [["a", "arr"], ["s", "sent"]].forEach(function (kind) {
-        var seen = {};
-        (steps[i][kind[0]] || []).forEach(function (pair) {
-          var nr = seen[pair[0]] = (seen[pair[0]] || 0) + 1;
-          last[pair[0] + "#" + nr] = [pair[0], nr - 1, pair[1], i === k ? kind[1] : "past"];
-        });
-      });
-    }
-    Object.keys(last).forEach(function (key) {
-      var e = last[key], els = edgeEls[e[0]];
-      if (!els || !els[e[1]]) return;
-      if (e[3] !== "past") els[e[1]].classList.add(e[3] === "sent" ? "gl-sent" : "gl-arr");
-      // Of two edges between the same nodes (x * x), the left one has its label on its left.
-      var left = els.length > 1 && mid(els[e[1]]) && els.every(function (o) { var p = mid(o); return !p || p[0] >= mid(els[e[1]])[0]; });
-      label(els[e[1]], e[2], e[3], left);
-    });
-    var run = s.node && nodeEl[s.node];
-    if (run) {
-      run.classList.remove("gl-ran"); run.classList.add("gl-run");
-      reveal(run, document.getElementById("gl-diagram"));
-    }
-    // The .grad of every written tensor as of this step.
-    var now = {}, changed = {};
-    D.rows.forEach(function (row) { now[row.id] = row.before; });
-    for (var j = 0; j <= k; j++) (steps[j].w || []).forEach(function (w) { now[w[0]] = w[1]; if (j === k) changed[w[0]] = 1; });
-    var body = "";
-    D.rows.forEach(function (row) {
-      body += "<tr class='" + (changed[row.id] ? "changed" : "") + "'><td>" + esc(row.name) + (row.kind === "retained" ? " <small>(retain_grad)</small>" : "") +
-              "</td><td class='v'>" + esc(now[row.id]) + "</td></tr>";
-      var t = gradText[row.id];
-      if (t) {
-        t.textContent = "grad " + now[row.id];
-        t.setAttribute("fill", now[row.id] === "None" ? "#8c8c8c" : (/nan|inf/.test(now[row.id]) ? "@BAD@" : "@GRAD@"));
-        t.setAttribute("font-weight", changed[row.id] ? "bold" : "normal");
-      }
-    });
-    document.querySelector("#gl-grads tbody").innerHTML = body || "<tr><td colspan='2'>no .grad was written</td></tr>";
-    var hit = document.querySelector("#gl-grads tr.changed");
-    if (hit) reveal(hit, document.getElementById("gl-gradbox"));
-    document.getElementById("gl-where").textContent =
-      "step " + k + " (0 to " + (n - 1) + ") \u00b7 backward() call " + s.p + " (0 to " + (D.passes - 1) + ")";
-    document.getElementById("gl-node").textContent = s.n;
-    document.getElementById("gl-hook").style.display = s.h ? "inline-block" : "none";
-    document.getElementById("gl-text").textContent = s.t + (D.stopped && k === n - 1 ? " After this step the program stopped with the error above." : "");
-    var rows = document.querySelectorAll("#gl-steps tbody tr");
-    rows.forEach(function (r, i) { r.classList.toggle("now", i === k); });
-    try { history.replaceState(null, "", "#step=" + k); } catch (err) { /* a sandboxed frame */ }
-  }
-  function fromHash() {
-    var m = /step=(\d+)/.exec(location.hash || "");
-    return m ? parseInt(m[1], 10) : 0;
-  }
-  function stop() { if (timer) { clearInterval(timer); timer = null; } document.getElementById("gl-play").innerHTML = "&#x25B6; play"; }
-  function play() {
-    if (timer) { stop(); return; }
-    if (cur >= n - 1) show(0);
-    document.getElementById("gl-play").innerHTML = "&#x23F8; pause";
-    timer = setInterval(function () { if (cur >= n - 1) stop(); else show(cur + 1); }, 1100);
-  }
-  var table = "";
-  steps.forEach(function (s, i) {
-    table += "<tr data-k='" + i + "'><td>" + i + "</td><td>" + s.p + "</td><td>" + esc(s.n) + "</td><td class='v'>" +
-             esc((s.s || []).map(function (p) { return p[1]; }).join("; ")) + "</td></tr>";
-  });
-  document.querySelector("#gl-steps tbody").innerHTML = table;
-  document.querySelector("#gl-steps tbody").addEventListener("click", function (ev) {
-    var tr = ev.target.closest("tr"); if (tr) { stop(); show(parseInt(tr.getAttribute("data-k"), 10)); }
-  });
-  document.getElementById("gl-first").onclick = function () { stop(); show(0); };
-  document.getElementById("gl-prev").onclick = function () { stop(); show(cur - 1); };
-  document.getElementById("gl-next").onclick = function () { stop(); show(cur + 1); };
-  document.getElementById("gl-play").onclick = play;
-  // "fit": the whole diagram in sight when that keeps it readable (at least 55% of its size),
-  // else as wide as the page; the button switches to full size and back.
-  function fit() {
-    if (!svg) return;
-    var box = document.getElementById("gl-diagram"), vb = svg.viewBox && svg.viewBox.baseVal;
-    if (!vb || !vb.width) return;
-    var w = vb.width * 4 / 3, h = vb.height * 4 / 3, W = box.clientWidth - 18, H = window.innerHeight - 110;
-    var s = Math.min(1, W / w, Math.max(H, 200) / h);
-    if (s < 0.55) s = Math.min(1, W / w);
-    if (box.classList.contains("fit")) { svg.style.width = (w * s) + "px"; svg.style.height = (h * s) + "px"; }
-    else { svg.style.width = w + "px"; svg.style.height = h + "px"; }
-  }
-  document.getElementById("gl-fit").onclick = function () {
-    document.getElementById("gl-diagram").classList.toggle("fit"); fit(); if (n) show(cur);
-  };
-  window.addEventListener("resize", fit);
-  fit();
-  slider.addEventListener("input", function () { stop(); show(parseInt(slider.value, 10)); });
-  document.addEventListener("keydown", function (ev) {
-    if (ev.target === slider || ev.altKey || ev.ctrlKey || ev.metaKey) return;
-    if (ev.key === "ArrowRight" || ev.key === "ArrowDown") { stop(); show(cur + 1); ev.preventDefault(); }
-    else if (ev.key === "ArrowLeft" || ev.key === "ArrowUp") { stop(); show(cur - 1); ev.preventDefault(); }
-    else if (ev.key === "Home") { stop(); show(0); ev.preventDefault(); }
-    else if (ev.key === "End") { stop(); show(n - 1); ev.preventDefault(); }
-    else if (ev.key === " ") { play(); ev.preventDefault(); }
-  });
-  window.addEventListener("hashchange", function () { var k = fromHash(); if (k !== cur) show(k); });
-  show(fromHash());
-  function again() { centred = false; fit(); if (n) show(cur); }
-  if (document.readyState !== "complete") window.addEventListener("load", again);
-  if (window.requestAnimationFrame) requestAnimationFrame(function () { requestAnimationFrame(again); });
-})();
-""".replace("@GRAD@", GRAD_TEXT).replace("@BAD@", NONFINITE)

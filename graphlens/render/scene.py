@@ -16,7 +16,7 @@ __all__ = ["Node", "Edge", "Options", "tensor_node", "op_node", "data_scene", "f
 class Node:
     """One drawn node: a tensor, an op, or (after collapsing) a submodule box or a chain."""
 
-    __slots__ = ("id", "kind", "label", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named")
+    __slots__ = ("id", "kind", "label", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named", "frozen", "content")
 
     def __init__(self, id: str, kind: str, label: str, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False, param=False, named=False):
         self.id = id
@@ -32,6 +32,8 @@ class Node:
         self.rg = rg
         self.param = param
         self.named = named
+        self.frozen = False
+        self.content: tuple = ()  # a box's members, as (kind, op text, marks): what makes two boxes alike
 
 
 class Edge:
@@ -65,6 +67,10 @@ class Options(NamedTuple):
     hl_edges: frozenset
     #: what the diagram calls each tensor (its name, else its id): saved rows say ``self = x``
     names: Mapping[str, str] = {}
+    #: draw module buffers (BatchNorm's running statistics), which take no part in backward
+    buffers: bool = False
+    #: draw runs of identical numbered blocks (``h.0`` … ``h.11``) once, with "× N"
+    repeats: bool = True
 
 
 def tensor_node(t: TensorNode, o: Options, node_id: str | None = None, *, chainable: bool = False) -> Node:

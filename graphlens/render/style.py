@@ -8,6 +8,7 @@ __all__ = [
     "MAX_NODES",
     "MAX_ELEMENTS",
     "MIN_CHAIN",
+    "MODULE_NODES",
     "FONT",
     "LEAF_FILL",
     "NONLEAF_FILL",
@@ -24,6 +25,8 @@ __all__ = [
     "REGION",
     "BOX_FILL",
     "BOX_BORDER",
+    "FROZEN_FILL",
+    "FROZEN_BORDER",
     "FADED",
 ]
 
@@ -38,6 +41,9 @@ MAX_NODES = 150
 MAX_ELEMENTS = 4
 #: A run of at least this many identical ops collapses into one node (above ``max_nodes``).
 MIN_CHAIN = 3
+#: A model's graph (nodes with module scopes) above this many drawn nodes opens collapsed
+#: to the deepest module level that fits in this many.
+MODULE_NODES = 60
 
 # -- the visual language (see DESIGN.md) ------------------------------------------------
 FONT = "Helvetica"
@@ -56,6 +62,8 @@ DETACH = "#7a7a7a"
 REGION = "#9e9e9e"
 BOX_FILL = "#e9eff9"  # a collapsed submodule or chain
 BOX_BORDER = "#6b8cc7"
+FROZEN_FILL = "#f0f0f0"  # a collapsed submodule none of whose parameters requires grad
+FROZEN_BORDER = "#9e9e9e"
 FADED = "#777777"
 
 #: Notes (shape=note): a pale yellow fill, a darker edge, text wrapped to this many characters.

@@ -1,0 +1,312 @@
+"""The module view: buffers kept out of the picture, repeated blocks drawn once with "× N", frozen boxes."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..graph import Graph
+from .labels import esc
+from .scene import Edge, Node
+
+__all__ = ["buffer_ids", "hide_buffers", "fold_repeats", "fold_loops", "fold", "remap_edges", "REPEAT", "repeat_title"]
+
+#: A region whose name starts with this marks the nodes of a block drawn once for N repeats.
+REPEAT = "\x02"
+
+
+def buffer_ids(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
+    """``(tensors, ops)``: the module buffers of ``graph`` (BatchNorm's ``running_mean``,
+    ``running_var``, ``num_batches_tracked``, ...) and the ops that only update them.
+
+    A buffer is a tensor that does not require grad, is no parameter, carries a module's
+    dotted name (``layer1.0.bn1.running_mean``, as ``module=`` names them) and is read or
+    written only by ops of that module (its ``scope``): it takes no part in the backward
+    graph.  Such a leaf that no recorded op reads is one too.  An op whose every tensor input and output is such a buffer (the in-place
+    ``add_`` that counts batches) goes with them."""
+    consumers: dict[str, set] = {}
+    producers: dict[str, str] = {}
+    op_in: dict[str, list[str]] = {}
+    op_out: dict[str, list[str]] = {}
+    for e in graph.edges:
+        if e.kind == "input":
+            consumers.setdefault(e.src, set()).add(e.dst)
+            op_in.setdefault(e.dst, []).append(e.src)
+        elif e.kind == "output":
+            producers[e.dst] = e.src
+            op_out.setdefault(e.src, []).append(e.dst)
+    scope = {op.id: op.scope for op in graph.ops}
+    found: set[str] = set()
+    for t in graph.tensors:
+        if t.requires_grad or t.is_parameter or not t.name or "." not in t.name or t.detached_from is not None:
+            continue
+        owner = t.name.rsplit(".", 1)[0]
+        users = set(consumers.get(t.id, ()))
+        if t.id in producers:
+            users.add(producers[t.id])
+        if not users:  # touched by nothing the graph holds (the count an in-place add_ bumps)
+            if t.is_leaf and t.op is None:
+                found.add(t.id)
+            continue
+        if all((scope.get(u) or "") == owner or (scope.get(u) or "").startswith(owner + ".") for u in users):
+            found.add(t.id)
+    ops = frozenset(
+        oid for oid in op_out
+        if op_out[oid] and all(i in found for i in op_out[oid]) and all(i in found for i in op_in.get(oid, ()))
+    )
+    return frozenset(found), ops
+
+
+def hide_buffers(graph: Graph, nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
+    """The scene without the module buffers of :func:`buffer_ids` and the ops that only update them."""
+    tensors, ops = buffer_ids(graph)
+    gone = tensors | ops
+    if not gone:
+        return nodes, edges
+    return [n for n in nodes if n.id not in gone], [e for e in edges if e.src not in gone and e.dst not in gone]
+
+
+def repeat_title(region: str) -> str:
+    """The title of a repeat region (what the cluster says above the block drawn once)."""
+    return region[len(REPEAT):].rpartition("#")[0]
+
+
+def _path(n: Node) -> list[str] | None:
+    return n.scope.split(".") if n.scope else None
+
+
+def fold_repeats(nodes: list[Node], edges: list[Edge], *, minimum: int = 2) -> tuple[list[Node], list[Edge]]:
+    """Draw each run of consecutive numbered blocks (``transformer.h.0`` … ``transformer.h.11``)
+    that are the same graph once, with "× N": the first block stands for all of them.
+
+    Blocks are the numbered entries of a module list or ``Sequential`` (a path part that
+    is a number).  Two blocks are the same graph when their drawn nodes, in order, have the
+    same kinds, sub-paths, ops and parameter/requires-grad marks and the same edges between
+    them; only a run of at least ``minimum`` such blocks with consecutive numbers folds.
+    Edges into or out of any block of a run are drawn to or from the first block's node in
+    the same place; edges from one block to the next are left out (the title says they
+    run one after another).  The first block's node lists every folded node among its
+    ``members`` (what a page says a drawn node stands for).  The values drawn are the first
+    block's."""
+    prefixes: set[tuple[str, ...]] = set()
+    for n in nodes:
+        parts = _path(n)
+        if parts:
+            for j, p in enumerate(parts):
+                if p.isdigit():
+                    prefixes.add(tuple(parts[:j]))
+    if not prefixes:
+        return nodes, edges
+    runs: list[tuple[list[list[Node]], str, str]] = []  # (blocks in order, title, first block's name)
+    taken: set[str] = set()
+    internal = _internal(edges)
+    for prefix in sorted(prefixes, key=lambda p: (len(p), p)):
+        k = len(prefix)
+        blocks: dict[int, list[Node]] = {}
+        for n in nodes:
+            parts = _path(n)
+            if parts and len(parts) > k and tuple(parts[:k]) == prefix and parts[k].isdigit():
+                if n.id in taken:  # inside a run already folded at a shallower level
+                    blocks = {}
+                    break
+                blocks.setdefault(int(parts[k]), []).append(n)
+        if len(blocks) < minimum:
+            continue
+        for run in _alike_runs(blocks, k + 1, internal, minimum):
+            first_name, last_name = _name(prefix, run[0]), _name(prefix, run[-1])
+            runs.append(([blocks[i] for i in run], f"{first_name} … {last_name}", first_name))
+            for i in run:
+                taken.update(m.id for m in blocks[i])
+    return fold(nodes, edges, runs)
+
+
+def _internal(edges: list[Edge]) -> dict[str, list[Edge]]:
+    out: dict[str, list[Edge]] = {}
+    for e in edges:
+        out.setdefault(e.src, []).append(e)
+    return out
+
+
+def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[str, list[Edge]], minimum: int) -> list[list[int]]:
+    """The runs of consecutive block numbers whose blocks are the same graph."""
+    sigs = {i: _signature(members, depth, internal) for i, members in blocks.items()}
+    runs: list[list[int]] = []
+    for i in sorted(blocks):
+        if sigs[i] is None:
+            continue
+        if runs and i == runs[-1][-1] + 1 and sigs[i] == sigs[runs[-1][0]]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return [r for r in runs if len(r) >= minimum]
+
+
+def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]]) -> tuple[list[Node], list[Edge]]:
+    """Draw each run of alike blocks once: ``runs`` holds, per run, its blocks (each a list of
+    nodes, the same graph node for node), the run's title and the first block's name."""
+    if not runs:
+        return nodes, edges
+    folded: dict[str, str] = {}  # node id -> the first block's node that stands for it
+    block_of: dict[str, tuple[int, int]] = {}  # node id -> (run, block) for every node of a run
+    kept_region: dict[str, str] = {}
+    relabel: dict[str, tuple[str, int, str]] = {}
+    for count, (blocks, title, first_name) in enumerate(runs, 1):
+        first = blocks[0]
+        for i, block in enumerate(blocks):
+            for a, b in zip(block, first):
+                block_of[a.id] = (count, i)
+                if i:
+                    folded[a.id] = b.id
+        if len(first) == 1 and first[0].kind == "box":
+            relabel[first[0].id] = (title, len(blocks), first_name)
+        else:
+            region = f"{REPEAT}× {len(blocks)}: {title} (the same graph each; {first_name} drawn)#{count}"
+            for b in first:
+                kept_region[b.id] = region
+    by_id = {n.id: n for n in nodes}
+    stands_for: dict[str, list[str]] = {}
+    for a, b in folded.items():
+        stands_for.setdefault(b, []).extend(by_id[a].members)
+    out: list[Node] = []
+    for n in nodes:
+        if n.id in folded:
+            continue
+        if n.id in stands_for or n.id in kept_region or n.id in relabel:
+            n = _copy(n)  # the scene's nodes are shared by the levels collapse() tries
+        if n.id in stands_for:
+            n.members = tuple(n.members) + tuple(stands_for[n.id])
+        if n.id in kept_region:
+            n.region = kept_region[n.id]
+        if n.id in relabel:
+            title, times, first_name = relabel[n.id]
+            n.label = n.label.replace(
+                f"<B>{esc(first_name)}</B>",
+                f"<B>{esc(title)}</B></TD></TR><TR><TD><B>× {times}</B> (the same graph each; {esc(first_name)} drawn)",
+                1,
+            )
+            n.attrs = {**n.attrs, "peripheries": "2"}
+        out.append(n)
+    crossing = [e for e in edges if not _next_block(block_of.get(e.src), block_of.get(e.dst))]
+    return out, remap_edges(crossing, folded)
+
+
+def _next_block(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    """Whether an edge runs from one block of a run to another (the title says they run in turn)."""
+    return a is not None and b is not None and a[0] == b[0] and a[1] != b[1]
+
+
+def remap_edges(edges: list[Edge], alias: Mapping[str, str]) -> list[Edge]:
+    """``edges`` with each end drawn as its ``alias`` (a box or a kept node for a folded one):
+    no edge from a node to itself, one edge per pair and kind (highlighted if any was)."""
+    out: list[Edge] = []
+    index: dict[tuple[str, str, str], Edge] = {}
+    for e in edges:
+        src = alias.get(e.src, e.src)
+        dst = alias.get(e.dst, e.dst)
+        if src == dst:
+            continue
+        key = (src, dst, e.kind)
+        prev = index.get(key)
+        if prev is not None:
+            prev.hl = prev.hl or e.hl
+            continue
+        ne = Edge(src, dst, e.kind, dict(e.attrs), e.hl)
+        ne.orig = e.orig
+        index[key] = ne
+        out.append(ne)
+    return out
+
+
+def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3) -> tuple[list[Node], list[Edge]]:
+    """Draw the body of a Python loop the trace saw run many times (an unrolled ``LSTMCell``,
+    a training loop) once, with "× N".
+
+    The loop is found in the forward ops in program order, each known by its line and
+    op: the longest stretch that repeats one pattern at least ``minimum`` times.  Each
+    repetition (an iteration) holds its ops and the tensors they made; consecutive
+    iterations that are the same graph (as for blocks) fold into the first."""
+    ops = [op for op in graph.ops if op.forward is not None]
+    if len(ops) < 2 * minimum:
+        return nodes, edges
+    seq = [(op.line, op.forward) for op in ops]
+    start, period, repeats = _periodic(seq, minimum)
+    if repeats < minimum:
+        return nodes, edges
+    iteration = {ops[start + k].id: k // period for k in range(period * repeats)}
+    made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
+    blocks: dict[int, list[Node]] = {}
+    for n in nodes:
+        i = iteration.get(n.id)
+        if i is None and n.kind == "tensor":
+            i = iteration.get(made_by.get(n.id))
+        if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
+            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members}
+            i = seen.pop() if len(seen) == 1 else None
+        if i is not None:
+            blocks.setdefault(i, []).append(n)
+    internal = _internal(edges)
+    runs = []
+    lines = sorted({op.line for op in ops[start:start + period] if op.line is not None})
+    where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}–{lines[-1]}" if lines else "one stretch"
+    for run in _alike_runs(blocks, 0, internal, minimum):
+        runs.append(([blocks[i] for i in run], f"a loop ({where}), iterations {run[0] + 1} … {run[-1] + 1}", f"iteration {run[0] + 1}"))
+    return fold(nodes, edges, runs)
+
+
+def _periodic(seq: list, minimum: int) -> tuple[int, int, int]:
+    """``(start, period, repeats)`` of the stretch of ``seq`` covering the most items by
+    repeating one pattern (of at least two items) ``minimum`` times or more; the work is
+    bounded (about 4 million comparisons) by trying only the shorter periods of long
+    sequences."""
+    n = len(seq)
+    best = (0, 1, 0)
+    longest = min(n // minimum, max(2, 4_000_000 // max(n, 1)))
+    for p in range(2, longest + 1):
+        run = 0
+        for i in range(n - p):
+            if seq[i] == seq[i + p]:
+                run += 1
+                continue
+            best = _better(best, i - run, p, run, minimum)
+            run = 0
+        best = _better(best, n - p - run, p, run, minimum)
+    return best
+
+
+def _better(best: tuple[int, int, int], start: int, p: int, run: int, minimum: int) -> tuple[int, int, int]:
+    repeats = (run + p) // p
+    if repeats >= minimum and repeats * p > best[1] * best[2]:
+        return (start, p, repeats)
+    return best
+
+
+def _copy(n: Node) -> Node:
+    c = Node.__new__(Node)
+    for slot in Node.__slots__:
+        setattr(c, slot, getattr(n, slot))
+    return c
+
+
+def _name(prefix: tuple[str, ...], i: int) -> str:
+    return ".".join(prefix + (str(i),))
+
+
+def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]]):
+    """What makes two blocks the same graph: their nodes' kinds, sub-paths, ops and marks
+    in order, and the edges between them; ``None`` for a block that cannot fold (a node
+    inside a ``no_grad`` region or highlighted)."""
+    pos = {n.id: i for i, n in enumerate(members)}
+    items = []
+    for n in members:
+        if n.region is not None or n.hl:
+            return None
+        sub = ".".join((n.scope or "").split(".")[depth:])
+        if n.kind == "box":
+            items.append(("box", sub, n.content, n.rg, n.frozen))
+        elif n.kind == "tensor":
+            items.append(("tensor", sub, n.param, n.rg, n.named))
+        else:
+            items.append((n.kind, sub, n.sig))
+    links = sorted(
+        (pos[e.src], pos[e.dst], e.kind) for n in members for e in internal.get(n.id, ()) if e.dst in pos
+    )
+    return tuple(items), tuple(links)
