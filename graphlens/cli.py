@@ -15,7 +15,7 @@ from .claims.status import STATUS, STATUSES
 __all__ = [
     "main", "build_parser", "COMMANDS", "add_check_command", "run_check", "use_color",
     "add_demo_command", "run_demo_command", "add_tour_command", "run_tour_command",
-    "add_replay_command", "run_replay_command", "exit_status", "autograd_explanation", "script_traceback",
+    "add_replay_command", "run_replay_command", "add_explore_command", "run_explore_command", "exit_status", "autograd_explanation", "script_traceback",
 ]
 
 #: Exit status when a verdict differs from the expected one (argparse uses 2 for usage errors).
@@ -271,6 +271,11 @@ def add_replay_command(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("script", help="the Python file to run, e.g. train.py")
     p.add_argument("args", nargs="*", help="arguments for the script (its sys.argv[1:]); put them after '--' when they start with '-': graphlens replay train.py -- --epochs 2")
     p.add_argument("--out", default="graphlens-out", help="folder for replay.html and graph.svg (default: ./graphlens-out)")
+    p.add_argument("--by", choices=("auto", "step", "module"), default="auto",
+                   help="how the page opens: one engine node per step, or one run inside one module per step; auto (the "
+                        "default): by module when the graph knows its modules and the backward has more than 100 steps")
+    p.add_argument("--depth", type=int, default=None, metavar="N",
+                   help="collapse modules N dotted parts deep, in the diagram and the module steps (default: the diagram's own choice)")
     p.set_defaults(run=run_replay_command)
 
 
@@ -283,6 +288,8 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
     problem = _not_a_folder(args.out)
+    if problem is None and getattr(args, "depth", None) is not None and args.depth < 1:
+        problem = f"--depth must be 1 or more, not {args.depth}: e.g. --depth 2 reads transformer.h.0.attn as transformer.h"
     if problem is None and not os.path.isfile(args.script):
         problem = f"no script at {args.script!r}: give the path of a Python file, e.g. graphlens replay train.py"
     if problem:
@@ -300,7 +307,13 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
         explanation = autograd_explanation(error, run.trace)
         on_page = explanation if explanation is not None else f"{type(error).__name__}: {error}"
     page = folder / "replay.html"
-    run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=on_page)
+    by = getattr(args, "by", "auto")
+    if by == "module" and not run.replay.has_scopes():
+        print("graphlens replay: --by module needs to know which module ran each op, and this script's graph does not "
+              "(no parameter has a dotted name): the page steps by step", file=err)
+        by = "step"
+    run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=on_page,
+                       by=by, depth=getattr(args, "depth", None))
     written = [page]
     from .render import LayoutProgramNotFound, render
 
@@ -311,6 +324,9 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
     steps = len(run.replay.steps)
     print(f"{steps} backward step{'s' * (steps != 1)} in {run.replay.passes} backward call{'s' * (run.replay.passes != 1)}"
           + ("" if steps else " (the script ran no backward: the page shows the graph only)"), file=out)
+    opened = _replay_opening(page)
+    if opened:
+        print(opened, file=out)
     for path in written:
         print(f"written: {path.resolve()}", file=out)
     if said is not None:
@@ -320,6 +336,81 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
         if explanation is not None:
             print(f"graphlens: {explanation}", file=err)
     return status
+
+
+# -- explore ----------------------------------------------------------------------------
+def add_explore_command(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``graphlens explore``."""
+    p = subparsers.add_parser(
+        "explore",
+        help="run a script under a trace and write an explorer page of its graph (by module, searchable)",
+        description=(
+            "Run a Python script under graphlens.trace(), every op named by the module that ran it, and write one "
+            "self-contained HTML page of the graph it built: opening by module (click a module to open or close it), "
+            "with a search box, details on hover, pan and zoom; it works offline. The script runs as "
+            "`python SCRIPT.py` would run it: sys.exit(n) gives exit status n, and an exception prints its traceback "
+            "and gives 1; either way the page shows what ran up to there."
+        ),
+    )
+    p.add_argument("script", help="the Python file to run, e.g. train.py")
+    p.add_argument("args", nargs="*", help="arguments for the script (its sys.argv[1:]); put them after '--' when they start with '-'")
+    p.add_argument("-o", "--out", default=os.path.join("graphlens-out", "explore.html"),
+                   help="the page to write (default: graphlens-out/explore.html)")
+    p.add_argument("--depth", type=int, default=None,
+                   help="open modules less than DEPTH levels deep (default: open the module that holds most of the graph)")
+    p.set_defaults(run=run_explore_command)
+
+
+def run_explore_command(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``graphlens explore``: run the script, write the page, say where it is."""
+    from pathlib import Path
+
+    from .explore import explore_script
+
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    problem = None
+    if not args.out or os.path.isdir(args.out):
+        problem = f"-o {args.out!r} must be the path of the page to write, e.g. -o graph.html"
+    elif not os.path.isfile(args.script):
+        problem = f"no script at {args.script!r}: give the path of a Python file, e.g. graphlens explore train.py"
+    elif args.depth is not None and args.depth < 1:
+        problem = f"--depth must be 1 or more (1: the top-level modules, all closed), not {args.depth}"
+    if problem:
+        print(f"graphlens explore: {problem}", file=err)
+        return 2
+    run = explore_script(args.script, tuple(args.args))
+    error, status, said, explanation, on_page = run.error, 0, None, None, None
+    if isinstance(error, SystemExit):
+        status, said = exit_status(error.code)
+        on_page = f"The script ended with SystemExit({error.code!r}) (sys.exit): exit status {status}."
+    elif error is not None:
+        status = 1
+        explanation = autograd_explanation(error, run.trace)
+        on_page = explanation if explanation is not None else f"{type(error).__name__}: {error}"
+    page = Path(args.out)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    graph = run.trace.graph()
+    graph.to_html(page, title=f"Graph of {os.path.basename(args.script)}", depth=args.depth, explanation=on_page)
+    print(f"{len(graph.tensors):,} tensors and {len(graph.ops):,} ops", file=out)
+    print(f"written: {page.resolve()}", file=out)
+    if said is not None:
+        print(said, file=err)
+    elif error is not None and not isinstance(error, SystemExit):
+        err.write(script_traceback(error))
+        if explanation is not None:
+            print(f"graphlens: {explanation}", file=err)
+    return status
+
+
+def _replay_opening(page) -> str | None:
+    """How the written replay page opens, as one line (``None`` when it opens by step)."""
+    from .render.replay_html import opening
+
+    by, depth, count = opening(page.read_text(encoding="utf-8"))
+    if by != "module":
+        return None
+    return f"the page opens by module: {count} module step{'s' * (count != 1)} at depth {depth} (steps count from 1)"
 
 
 def exit_status(code: object) -> tuple[int, str | None]:
@@ -408,7 +499,7 @@ def _not_a_folder(path: str) -> str | None:
 # -- the parser -------------------------------------------------------------------------
 #: Functions that each add one subcommand; a subcommand sets ``run`` (args -> exit status)
 #: with ``set_defaults``.  Add ``tour`` or ``demo`` by appending to this list.
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command, add_demo_command, add_tour_command, add_replay_command]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_check_command, add_demo_command, add_tour_command, add_replay_command, add_explore_command]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,8 +527,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, rest = argv[:at], argv[at + 1:]
     args = parser.parse_args(argv)
     if rest is not None:
-        if getattr(args, "command", None) != "replay":
-            parser.error("'--' passes arguments to a script: only 'graphlens replay SCRIPT.py -- ARGS' takes them")
+        if getattr(args, "command", None) not in ("replay", "explore"):
+            parser.error("'--' passes arguments to a script: only 'graphlens replay SCRIPT.py -- ARGS' (and explore) takes them")
         args.args = list(getattr(args, "args", [])) + rest
     run = getattr(args, "run", None)
     if run is None:

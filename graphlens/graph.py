@@ -386,6 +386,27 @@ class Graph:
 
         return render(self, path, **options)
 
+    def to_html(self, path=None, **options: Any) -> str:
+        """One self-contained explorer page (no network): opens by module, click a module to
+        open or close it, search, hover for values, pan and zoom (see
+        :func:`graphlens.render.explore_html.explore_page`).  Written to ``path`` when given;
+        returns the HTML."""
+        from .render.explore_html import explore_page
+
+        page = explore_page(self, **options)
+        if path is not None:
+            from pathlib import Path
+
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def memory(self):
+        """The bytes the saved tensors keep alive until backward, per op and per module, and
+        the total (a :class:`graphlens.memory.Memory`; ``print()`` shows a table)."""
+        from .memory import memory
+
+        return memory(self)
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         from .render import repr_mimebundle
 

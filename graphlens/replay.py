@@ -12,7 +12,7 @@ from .values import PRECISION, Summary
 if TYPE_CHECKING:
     from .trace import Trace
 
-__all__ = ["Replay", "Step", "Write", "replay", "replay_script", "ScriptRun"]
+__all__ = ["Replay", "Step", "ModuleStep", "Flow", "Write", "replay", "replay_script", "ScriptRun", "module_of", "module_label"]
 
 
 class Write(NamedTuple):
@@ -26,8 +26,9 @@ class Write(NamedTuple):
 class Step(NamedTuple):
     """One backward node as PyTorch's engine ran it.
 
-    ``index`` counts the steps of the whole trace; ``backward`` which backward call (from
-    0); ``op`` the :class:`~graphlens.OpNode` id in the graph; ``name`` its class
+    ``index`` is the step's position in :attr:`Replay.steps` (from 0, as a Python index;
+    what graphlens shows, in text and on the page, counts from 1); ``backward`` which
+    backward call (from 0; shown from 1 too); ``op`` the :class:`~graphlens.OpNode` id in the graph; ``name`` its class
     (``MulBackward0``, ``AccumulateGrad``); ``grads_in`` what arrived at the node, one per
     output of the node; ``grads_out`` what it sent along each of its ``next_functions``, by
     ``input_nr`` (``None`` where nothing flowed); ``writes`` the ``.grad`` updates it made;
@@ -42,6 +43,64 @@ class Step(NamedTuple):
     grads_out: tuple[Summary | None, ...]
     writes: tuple[Write, ...] = ()
     hooked: tuple[int, ...] = ()
+
+
+class Flow(NamedTuple):
+    """A gradient that crossed the edge of a :class:`ModuleStep`: ``value``, sent by op
+    ``sender`` (``None``: nothing upstream sent it, it is the gradient ``backward()``
+    starts from) to output ``output_nr`` of op ``receiver``."""
+
+    sender: str | None
+    receiver: str
+    output_nr: int
+    value: Summary
+
+
+class ModuleStep(NamedTuple):
+    """One maximal run of consecutive engine steps whose ops belong to the same module (see
+    :meth:`Replay.by_module`).
+
+    ``index`` its position in the list (from 0; shown from 1); ``backward`` the backward
+    call; ``module`` the dotted module name (``"transformer.h.0.attn"``), ``None`` for ops
+    outside every submodule; ``steps`` the engine's :class:`Step` s, in the order they ran;
+    ``grads_in`` the gradients that reached the run's ops from ops outside it (or from
+    ``backward()`` itself); ``grads_out`` the gradients its ops sent to ops outside it;
+    ``writes`` the ``.grad`` updates its steps made."""
+
+    index: int
+    backward: int
+    module: str | None
+    steps: tuple[Step, ...]
+    grads_in: tuple[Flow, ...]
+    grads_out: tuple[Flow, ...]
+    writes: tuple[Write, ...] = ()
+
+    @property
+    def start(self) -> int:
+        """The :attr:`Step.index` of the run's first engine step."""
+        return self.steps[0].index
+
+    @property
+    def stop(self) -> int:
+        """One past the :attr:`Step.index` of the run's last engine step (``range(start, stop)``)."""
+        return self.steps[-1].index + 1
+
+
+def module_of(scope: str | None, depth: int | None) -> str | None:
+    """The module an op of scope ``scope`` belongs to when modules are read ``depth`` dotted
+    parts deep (``None``: the whole scope, the innermost module); ``None`` outside every submodule.
+
+    >>> module_of("transformer.h.0.attn.c_attn", 4), module_of("transformer.h.0", 4), module_of(None, 2)
+    ('transformer.h.0.attn', 'transformer.h.0', None)
+    """
+    if not scope:
+        return None
+    return scope if depth is None else ".".join(scope.split(".")[:depth])
+
+
+def module_label(module: str | None) -> str:
+    """How a module step's module is written: its dotted name, or ``(top level)``."""
+    return "(top level)" if module is None else module
 
 
 def _summary(head: Any) -> Summary | None:
@@ -104,6 +163,158 @@ class Replay:
             return self.label(node.variable)
         t = self._index()["outputs"].get((op_id, output_nr))
         return t.label if t is not None else node.label
+
+    def has_scopes(self) -> bool:
+        """Whether the graph knows which module ran its ops (a trace with ``module=``, or
+        parameters with dotted names): what :meth:`by_module` needs."""
+        from .scopes import infer_scopes
+
+        g = infer_scopes(self.graph)
+        return any(op.scope for op in g.ops)
+
+    def by_module(self, *, depth: int | None = None) -> tuple[ModuleStep, ...]:
+        """The backward read module by module: each :class:`ModuleStep` is one maximal run
+        of consecutive engine steps whose ops lie in the same module, in the engine's real
+        order (a module the engine enters twice is two steps; a run never spans two
+        backward calls).  An op's module is its ``scope`` (the submodule that ran it in the
+        forward; for a graph without one, inferred from the dotted parameter names) cut to
+        ``depth`` dotted parts (as diagrams collapse them): ``depth=4`` reads
+        ``transformer.h.0.attn.c_attn`` as ``transformer.h.0.attn``; ``None`` keeps the innermost module.  Together the
+        module steps hold every engine step exactly once.
+
+        >>> import torch, graphlens as gl
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
+        >>> with gl.trace(module=model) as tr:
+        ...     model(torch.ones(4, 2)).sum().backward()
+        >>> [(m.module, len(m.steps)) for m in tr.replay().by_module()]
+        [(None, 1), ('2', 4), ('1', 1), ('0', 4)]
+        """
+        from ._checks import check_count
+        from .scopes import infer_scopes
+
+        depth = check_count("depth", depth, allow_none=True, minimum=1)
+        cached = self.__dict__.setdefault("_by_module", {})
+        if depth in cached:
+            return cached[depth]
+        g = infer_scopes(self.graph)
+        scope = {op.id: op.scope for op in g.ops}
+        into: dict[tuple[str, int], list] = {}
+        for e in g.edges:
+            if e.kind == "next":
+                into.setdefault((e.dst, e.output_nr), []).append(e)
+        nexts = self._index()["nexts"]
+        ran = {(s.backward, s.op): s for s in self.steps}
+        runs: list[list[Step]] = []
+        key = None
+        for s in self.steps:
+            k = (s.backward, module_of(scope.get(s.op), depth))
+            if runs and k == key:
+                runs[-1].append(s)
+            else:
+                runs.append([s])
+                key = k
+        out = []
+        for i, run in enumerate(runs):
+            inside = {s.op for s in run}
+            first = run[0].index
+            ins: list[Flow] = []
+            outs: list[Flow] = []
+            for s in run:
+                for nr, value in enumerate(s.grads_in):
+                    if value is None:
+                        continue
+                    senders = [(e, ran.get((s.backward, e.src))) for e in into.get((s.op, nr), ())]
+                    senders = [(e, t) for e, t in senders if t is not None and t.index < s.index]
+                    if not senders:
+                        ins.append(Flow(None, s.op, nr, value))
+                    for e, t in senders:
+                        sent = t.grads_out[e.input_nr] if e.input_nr < len(t.grads_out) else None
+                        if t.index < first and sent is not None:
+                            ins.append(Flow(e.src, s.op, nr, sent))
+                for e in nexts.get(s.op, ()):
+                    value = s.grads_out[e.input_nr] if e.input_nr < len(s.grads_out) else None
+                    if value is not None and e.dst not in inside:
+                        outs.append(Flow(s.op, e.dst, e.output_nr, value))
+            out.append(ModuleStep(
+                i, run[0].backward, module_of(scope.get(run[0].op), depth), tuple(run), tuple(ins), tuple(outs),
+                tuple(w for s in run for w in s.writes),
+            ))
+        cached[depth] = tuple(out)
+        return cached[depth]
+
+    def describe_module(self, ms: ModuleStep, precision: int = PRECISION, max_elements: int | None = 2, *, most: int = 3) -> str:
+        """A few plain sentences on a :class:`ModuleStep`: which engine steps ran in the
+        module (numbered from 1), what reached it from outside, what it sent out (at most
+        ``most`` of each, then how many more) and whose ``.grad`` it wrote.
+
+        >>> import torch, graphlens as gl
+        >>> _ = torch.manual_seed(0)
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.Tanh())
+        >>> with gl.trace(module=model) as tr:
+        ...     model(torch.ones(1, 2)).sum().backward()
+        >>> rp = tr.replay()
+        >>> print(rp.describe_module(rp.by_module()[1]))
+        Module 1 runs 1 node (engine step 2 of 6): TanhBackward0. It receives [1] for a tensor made in 1 and sends [0.958] to a tensor made in 0.
+        """
+        fmt = (lambda s: s.format(precision, max_elements))  # noqa: E731
+        names: dict[str, int] = {}
+        for s in ms.steps:
+            names[s.name] = names.get(s.name, 0) + 1
+        kinds = ", ".join(f"{n} \u00d7{c}" if c > 1 else n for n, c in list(names.items())[:8])
+        if len(names) > 8:
+            kinds += f" and {len(names) - 8} other kinds"
+        span = f"engine step {ms.start + 1}" if len(ms.steps) == 1 else f"engine steps {ms.start + 1} to {ms.stop}"
+        who = "Outside every submodule (the top level)," if ms.module is None else f"Module {ms.module}"
+        text = f"{who} runs {len(ms.steps)} node{'s' * (len(ms.steps) != 1)} ({span} of {len(self.steps)}): {kinds}."
+
+        def listed(parts: list[str]) -> str:
+            if len(parts) > most:
+                parts = parts[:most] + [f"{len(parts) - most} more"]
+            return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1]
+
+        # What arrived, once per tensor: what reached it from two consumers outside is their sum.
+        by_target: dict[tuple[str, int], list[Flow]] = {}
+        for f in ms.grads_in:
+            by_target.setdefault((f.receiver, f.output_nr), []).append(f)
+        at = {s.op: s for s in ms.steps}
+        arrived = []
+        for (op, nr), flows in by_target.items():
+            f = flows[0]
+            if f.sender is None:
+                arrived.append(f"{fmt(f.value)} for {self._flow_target(f)} (the gradient backward() starts from)")
+            elif len(flows) == 1:
+                arrived.append(f"{fmt(f.value)} for {self._flow_target(f)}")
+            else:
+                total = at[op].grads_in[nr]
+                arrived.append(f"{fmt(total)} for {self._flow_target(f)} (the sum of what {len(flows)} nodes outside sent)"
+                               if total is not None else f"{len(flows)} gradients for {self._flow_target(f)}")
+        said = []
+        if arrived:
+            said.append("receives " + listed(arrived))
+        if ms.grads_out:
+            said.append("sends " + listed([f"{fmt(f.value)} to {self._flow_target(f)}" for f in ms.grads_out]))
+        else:
+            said.append("sends nothing out of it")
+        text += " It " + " and ".join(said) + "."
+        if ms.writes:
+            labels = list(dict.fromkeys(self.label(w.tensor) for w in ms.writes))
+            shown = ", ".join(labels[:most]) + (f" and {len(labels) - most} more" if len(labels) > most else "")
+            text += f" It writes the .grad of {shown}."
+        return text
+
+    def _flow_target(self, f: Flow) -> str:
+        """What a crossing gradient is for: the tensor (or leaf) it is the gradient of, by name
+        when the tensor has one, else as the output of the module that made it."""
+        node = self.graph.node(f.receiver)
+        if node.is_accumulate_grad and node.variable is not None:
+            return self.label(node.variable)
+        t = self._index()["outputs"].get((f.receiver, f.output_nr))
+        if t is not None and t.name:
+            return t.name
+        from .scopes import infer_scopes
+
+        scope = infer_scopes(self.graph).node(f.receiver).scope
+        return f"a tensor made in {scope}" if scope else (t.label if t is not None else node.label)
 
     def describe(self, step: Step, precision: int = PRECISION, max_elements: int | None = 4) -> str:
         """One or two plain sentences on what happened at ``step``: what arrived, what the
@@ -197,11 +408,26 @@ class Replay:
         return ""
 
     def __str__(self) -> str:
+        return self.table()
+
+    def table(self, *, by: str = "step", depth: int | None = None) -> str:
+        """The replay as a text table, steps and backward calls numbered from 1: one row per
+        engine step (``by="step"``, what ``str()`` gives) or per module step (``by="module"``,
+        read ``depth`` dotted parts deep as in :meth:`by_module`)."""
+        from ._checks import check_choice
+
+        if check_choice("by", by, ("step", "module")) == "module":
+            rows = [f"{'step':>4}  {'call':>4}  {'module':<28} {'engine steps':<13} sent out"]
+            for m in self.by_module(depth=depth):
+                span = f"{m.start + 1}" if len(m.steps) == 1 else f"{m.start + 1}-{m.stop}"
+                sent = ", ".join(str(f.value) for f in m.grads_out[:2]) + (" ..." if len(m.grads_out) > 2 else "")
+                rows.append(f"{m.index + 1:>4}  {m.backward + 1:>4}  {module_label(m.module):<28} {span:<13} {sent}".rstrip())
+            return "\n".join(rows)
         rows = [f"{'step':>4}  {'call':>4}  {'node':<22} {'arrived':<28} sent"]
         for s in self.steps:
             arrived = ", ".join("-" if x is None else str(x) for x in s.grads_in)
             sent = ", ".join("-" if x is None else str(x) for x in s.grads_out)
-            rows.append(f"{s.index:>4}  {s.backward:>4}  {s.name:<22} {arrived[:28]:<28} {sent}".rstrip())
+            rows.append(f"{s.index + 1:>4}  {s.backward + 1:>4}  {s.name:<22} {arrived[:28]:<28} {sent}".rstrip())
             for w in s.writes:
                 rows.append(f"{'':>12}{self.label(w.tensor)}.grad: {w.before} -> {w.after}")
         return "\n".join(rows)
@@ -209,7 +435,15 @@ class Replay:
     # -- the page (graphlens.render.replay_html does the drawing) -------------------------
     def to_html(self, path=None, **options: Any) -> str:
         """One self-contained page: the data-view diagram with a stepper (previous / next /
-        play, arrow keys, a slider, ``#step=N``).  Written to ``path`` when given; returns the HTML."""
+        play, arrow keys, a slider, ``#step=N`` and ``#module=N``, counting from 1).  Written
+        to ``path`` when given; returns the HTML.
+
+        Keyword options (see :func:`graphlens.render.replay_html.replay_page`): ``by="auto"``
+        (by module when the graph knows its modules and has more than 100 steps, else by
+        step), ``"step"`` or ``"module"``; ``depth`` collapses the diagram's module boxes
+        and the module steps at that many dotted parts; ``title``, ``direction``,
+        ``precision``, ``max_elements``, ``max_nodes``.  Only the current step's edges
+        are labelled; the page's "trail" box adds the earlier steps' of the same call."""
         from .render.replay_html import replay_page
 
         html = replay_page(self, **options)

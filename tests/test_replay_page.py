@@ -265,24 +265,24 @@ def test_cli_replay_rejects_a_missing_script(tmp_path, capsys):
 @needs_browser
 @needs_layout
 def test_browser_opens_the_step_in_the_address(tmp_path):
-    """#step=N opens step N: the body says N and the running node is the step's node."""
+    """#step=N (from 1) opens step N: the body says N and the running node is that step's node."""
     rp = gl.replay(_two_calls)
     page = tmp_path / "replay.html"
     rp.to_html(page)
     data = _data(page.read_text(encoding="utf-8"))
-    for k in (0, 2, 7):
+    for k in (1, 3, 8):
         dom = dump_dom(f"{page.as_uri()}#step={k}")
         assert f'data-step="{k}"' in dom
         running = re.findall(r'<g id="[^"]*" class="node gl-run">\s*<title>([^<]*)</title>', dom)
-        assert running == [data["steps"][k]["node"]], k
+        assert running == [data["steps"][k - 1]["node"]], k
         # the sentence of that step is in the side panel
-        assert html.escape(data["steps"][k]["t"][:40], quote=False) in dom
+        assert html.escape(data["steps"][k - 1]["t"][:40], quote=False) in dom
 
 
 @needs_browser
 @needs_layout
 def test_browser_screenshots_differ_where_the_running_node_is(tmp_path):
-    """Screenshots at #step=0 and #step=2 differ inside the box of step 2's running node."""
+    """Screenshots at #step=1 and #step=3 (from 1) differ inside the box of step 3's running node."""
     from PIL import Image, ImageChops
 
     rp = gl.replay(_two_calls)
@@ -294,13 +294,13 @@ def test_browser_screenshots_differ_where_the_running_node_is(tmp_path):
     probe.write_text(text.replace("</body>", "<script>var r=document.querySelector('.gl-run').getBoundingClientRect();"
                                   "document.body.setAttribute('data-rect',[r.left,r.top,r.right,r.bottom].map(Math.round).join(','));"
                                   "</script></body>"), encoding="utf-8")
-    rect = re.search(r'data-rect="([\d,.-]+)"', dump_dom(f"{probe.as_uri()}#step=2")).group(1)
+    rect = re.search(r'data-rect="([\d,.-]+)"', dump_dom(f"{probe.as_uri()}#step=3")).group(1)
     left, top, right, bottom = map(int, rect.split(","))
-    a = Image.open(screenshot(f"{page.as_uri()}#step=0", tmp_path / "s0.png")).convert("RGB")
-    b = Image.open(screenshot(f"{page.as_uri()}#step=2", tmp_path / "s2.png")).convert("RGB")
+    a = Image.open(screenshot(f"{page.as_uri()}#step=1", tmp_path / "s1.png")).convert("RGB")
+    b = Image.open(screenshot(f"{page.as_uri()}#step=3", tmp_path / "s3.png")).convert("RGB")
     diff = ImageChops.difference(a, b).crop((left, top, right, bottom))
-    assert diff.getbbox() is not None, "nothing changed where step 2's node is"
-    # and the highlight is red: the node's border at step 2 has the highlight colour
+    assert diff.getbbox() is not None, "nothing changed where step 3's node is"
+    # and the highlight is red: the node's border at step 3 has the highlight colour
     raw = b.crop((left, top, right, bottom)).tobytes()
     pixels = [tuple(raw[i:i + 3]) for i in range(0, len(raw), 3)]
     assert any(abs(p[0] - 0xd6) < 24 and abs(p[1] - 0x27) < 40 and abs(p[2] - 0x28) < 40 for p in pixels)
@@ -309,7 +309,7 @@ def test_browser_screenshots_differ_where_the_running_node_is(tmp_path):
 @needs_browser
 @needs_layout
 def test_browser_keys_and_buttons_step(tmp_path):
-    """The next button and the arrow keys move the step (driven by a script in a copy of the page)."""
+    """The next button and the arrow keys move the step from 1 to 4 (driven by a script in a copy of the page)."""
     text = gl.replay(_two_calls).to_html()
     probe = tmp_path / "keys.html"
     probe.write_text(text.replace("</body>", "<script>"
@@ -320,7 +320,7 @@ def test_browser_keys_and_buttons_step(tmp_path):
                                   "document.body.setAttribute('data-after', document.body.getAttribute('data-step'));"
                                   "</script></body>"), encoding="utf-8")
     dom = dump_dom(probe.as_uri())
-    assert 'data-after="3"' in dom
+    assert 'data-after="4"' in dom
 
 
 def test_page_marks_the_step_whose_gradient_a_user_hook_changed():
