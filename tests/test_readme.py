@@ -45,3 +45,12 @@ def test_readme_example_prints_its_stated_output(marker, tmp_path):
     assert _run(code, tmp_path).strip() == shown.strip()
     written = sorted(p.name for p in tmp_path.iterdir() if p.name != "example.py")
     assert written == EXAMPLES[marker]
+
+
+def test_readme_real_model_example_runs_and_writes_its_files(tmp_path):
+    """The README's GPT-2 example runs as written on a pip-only install and writes the picture and the explorer page."""
+    pytest.importorskip("transformers")
+    code = _block_after("## Real models", "python")
+    _run(code, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "example.py") == ["gpt2.html", "gpt2.png"]
+    assert (tmp_path / "gpt2.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
