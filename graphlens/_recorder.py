@@ -115,6 +115,7 @@ class Recorder(FrameNotes, BackwardRecord):
         self.pass_done: list[bool] = []
         self.passes = 0
         self.region: str | None = None
+        self.region_key: Any = None  # a weak reference to the pack hook of the checkpoint region now
         self.regions = 0
         self.scopes: list[str] = []
         self.frame: FrameType | None = None
@@ -125,13 +126,24 @@ class Recorder(FrameNotes, BackwardRecord):
 
     # -- tensors -------------------------------------------------------------------------
     def region_now(self) -> str | None:
-        """The no_grad region ops run in now (``"no_grad#0"``), or None with grad on.  The
+        """The no_grad region ops run in now (``"no_grad#0"``), or None with grad on; a
+        non-reentrant ``torch.utils.checkpoint`` call is a region too (``"checkpoint#2"``).  The
         forward of a custom ``autograd.Function`` (which PyTorch runs with grad off) is a
         region of its own, named after it (``"Scale.forward#1"``): not a no_grad block of the
         user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``)."""
         if _grad_enabled():
-            self.region = None
-            return None
+            hooks = _default_hooks(False)
+            if hooks is None or getattr(hooks[0], "__module__", None) != "torch.utils.checkpoint":
+                self.region = None
+                return None
+            # Inside a non-reentrant torch.utils.checkpoint: grad is on, the saved tensors are
+            # dropped and recomputed in backward.  One region per checkpoint call (its hooks).
+            key = self.region_key
+            if self.region is None or key is None or key() is not hooks[0]:
+                self.region = f"checkpoint#{self.regions}"
+                self.regions += 1
+                self.region_key = _ref(hooks[0])
+            return self.region
         kind = "inference_mode" if torch.is_inference_mode_enabled() else (self.custom_forward() or "no_grad")
         region = self.region
         if region is None or region[:len(kind) + 1] != kind + "#":
@@ -391,7 +403,7 @@ class Recorder(FrameNotes, BackwardRecord):
 
         The common call (plain tensors in, one new tensor out, grad on) is recorded inline;
         everything else by :meth:`record_any`."""
-        if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled():
+        if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled() or _default_hooks(False) is not None:
             return self.record_any(func, kind, args, kwargs, out)
         frame = self.frame
         lasti = -1

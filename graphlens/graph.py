@@ -39,7 +39,9 @@ class TensorNode(NamedTuple):
     ``op`` is the id of the :class:`OpNode` that produced the tensor (its ``grad_fn``
     or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
     ``detached_from`` is the id of the tensor it was ``detach()``-ed from; ``region``
-    the ``no_grad`` region it was made in (``"no_grad#0"``); ``scope`` as for ops.
+    the region it was made in: ``no_grad``/``inference_mode`` (``"no_grad#0"``), a custom
+    Function's forward (``"Scale.forward#1"``) or a non-reentrant checkpoint (``"checkpoint#2"``,
+    grad on); ``scope`` as for ops.
     A tensor a trace saw made from numbers (``torch.tensor(...)``, ``torch.zeros``, ...)
     says by what (``made_by``, e.g. ``"tensor"``) and where (``line``, ``code``, as for ops).
     """

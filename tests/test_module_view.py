@@ -267,3 +267,70 @@ def test_an_open_modules_work_on_tensors_needing_no_grad_is_one_box():
     stray = [t.id for t in loose if not (t.requires_grad or t.name or t.scope is None)]
     assert not stray, stray
     assert "× 2" in to_dot(g).source  # the two encoder layers, drawn once
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(16, 16)
+        self.g = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return x + self.g(torch.tanh(self.f(x)))
+
+
+class Checkpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(*[Residual() for _ in range(4)])
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return self.head(checkpoint(self.enc, x, use_reentrant=False))
+
+
+def test_checkpointed_and_autocast_regions_are_marked():
+    """A non-reentrant checkpoint is a 'checkpoint' frame (recomputed in backward) and boxes of ops run under autocast say so; the gradients are the plain ones."""
+    torch.manual_seed(0)
+    model = Checkpointed()
+    x = torch.randn(2, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        plain = model(x).float().sum()
+    plain.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with gl.trace(module=model) as tr:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(x).float().sum()
+        loss.backward()
+    assert all(torch.equal(a, p.grad) for a, p in zip(expected, model.parameters()))
+    g = tr.graph()
+    inside = {o.scope.split(".")[0] for o in g.ops if o.region and o.region.startswith("checkpoint#") and o.scope}
+    assert inside == {"enc"}  # the head ran outside the checkpoint
+    source = to_dot(g, depth=2).source
+    assert "checkpointed: recomputed in backward" in source  # the legend
+    assert "autocast: 2 ops in bfloat16" in source
+    assert "enc.0 … enc.3" in source and "× 4" in source  # alike blocks fold inside the frame too
+    # without autocast no box says autocast
+    with gl.trace(module=model) as tr2:
+        model(x).sum().backward()
+    assert "autocast" not in to_dot(tr2.graph(), depth=2).source
+
+
+def test_a_checkpoint_region_is_never_called_a_no_grad_block():
+    """Explaining a tensor made inside a non-reentrant checkpoint never says 'inside torch.checkpoint(), where PyTorch records no graph'."""
+    from torch.utils.checkpoint import checkpoint
+
+    w = torch.randn(3, requires_grad=True)
+
+    def part(x):
+        return (x * w).argmax().float()
+
+    with gl.trace() as tr:
+        idx = checkpoint(part, torch.ones(3), use_reentrant=False)
+        loss = idx * 2
+    answer = str(gl.explain(loss, tr))
+    assert "records no graph" not in answer and "torch.checkpoint()" not in answer
+    assert "argmax" in answer

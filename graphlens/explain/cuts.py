@@ -8,7 +8,7 @@ from collections import deque
 import torch
 
 from ..names import source_line
-from .facts import custom_forward_of, region_kind
+from .facts import custom_forward_of, grad_off, region_kind
 from .leads import _strip_comment, code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
@@ -110,7 +110,7 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
                 f"(ctx.mark_non_differentiable) and integer ones, so the gradient path from {src} stops there.")
         return Cut("custom_fn_non_differentiable", op.forward, op_id, view.label(out_id) if out_id else None, op.line,
                    op.code, text, tuple(path), facts=facts)
-    if op.region is not None and op.name is None:
+    if grad_off(op.region) and op.name is None:
         made = f" made {view.label(out_id)}" if out_id else ""
         lhs = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", op.code or "")
         target = (out.name if out is not None and out.name else None) or (lhs.group(1) if lhs else None)
@@ -158,7 +158,7 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
     if out is None and (op.forward or "") in {"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__"}:
         text = f"{op.forward}(){at} took the value of {src} out of the graph as a plain number."
         return Cut("cut_by_python_value", op.forward, op_id, None, op.line, op.code, text, tuple(path), facts=facts)
-    if out is None or op.name is not None or op.region is not None:
+    if out is None or op.name is not None or grad_off(op.region):
         return None
     if (op.forward or "") in NONDIFFERENTIABLE:
         what = NONDIFFERENTIABLE[op.forward]

@@ -9,7 +9,7 @@ from ..graph import FREED, LIVE, PRECISION, OpNode, SavedEntry, Summary, TensorN
 __all__ = [
     "grad_is_value", "gradient_flowed", "grad_text",
     "saved_entries", "saved_names", "saved_is_freed", "saved_is_tensor", "saved_is_tensor_of",
-    "saves_result", "saves_anything", "region_kind", "custom_forward_of", "backward_ran",
+    "saves_result", "saves_anything", "region_kind", "grad_off", "custom_forward_of", "backward_ran",
 ]
 
 # TensorNode.grad, TensorNode.flowed and OpNode.saved hold numbers (Summary) and saved
@@ -93,6 +93,13 @@ def custom_forward_of(region: str | None) -> str | None:
         return None
     kind = region.split("#")[0]
     return kind[: -len(".forward")] if kind.endswith(".forward") else None
+
+
+def grad_off(region: str | None) -> bool:
+    """Whether a region record is one where PyTorch records no graph (``no_grad``,
+    ``inference_mode``, a custom Function's forward), not a non-reentrant checkpoint's
+    (``"checkpoint#2"``: grad is on there, the saved tensors are recomputed in backward)."""
+    return bool(region) and region.split("#")[0] != "checkpoint"
 
 
 def region_kind(region: str) -> str:

@@ -6,7 +6,7 @@ from .._facts import dtype_name
 from .answer import Asked, Draft
 from .cuts import cut_fix, origin_cut, traced_cut
 from .evidence import in_optimizer
-from .facts import custom_forward_of, grad_text, region_kind
+from .facts import custom_forward_of, grad_off, grad_text, region_kind
 from .live import INTEGER_DTYPES
 
 __all__ = ["frozen_with_grad", "not_required"]
@@ -86,7 +86,7 @@ def not_required(a: Asked, d: Draft) -> None:
         d.path = [src, tid]
         d.edges = view.highlight_edges(d.path)
         d.fix = f"Use {view.label(src)} itself where you need the gradient, and detach only what must stay constant."
-    elif node is not None and node.region is not None and not (cut is not None and cut.kind == "cut_by_checkpoint"):
+    elif node is not None and grad_off(node.region) and not (cut is not None and cut.kind == "cut_by_checkpoint"):
         d.reasons.append("created_in_no_grad")
         op = node.op
         ins = [i for i in view.adj.inputs.get(op, ())] if op else []

@@ -7,7 +7,7 @@ from typing import Mapping
 from .labels import esc, plural
 from .scene import Edge, Node, Options
 from ..graph import Graph
-from .modules import fold_loops, fold_repeats, remap_edges
+from .modules import fold_loops, fold_repeats, lowered_ops, remap_edges
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MIN_CHAIN, MODULE_NODES
 
 __all__ = ["collapse"]
@@ -25,6 +25,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     depth = o.depth
     levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
     budget = min(MODULE_NODES, o.max_nodes)
+    lowered = lowered_ops(graph) if graph is not None and levels else {}
     if depth is None and levels and len(nodes) > budget:
         fits = None
         for k in range(1, levels + 1):
@@ -36,7 +37,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     if depth is not None:
         box = _box_map(nodes, edges, depth)
         if box:
-            nodes, edges = _fold(*_collapse_scopes(nodes, edges, box), o)
+            nodes, edges = _fold(*_collapse_scopes(nodes, edges, box, lowered), o)
     if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source == "trace":
         nodes, edges = fold_loops(graph, nodes, edges)
     if len(nodes) > o.max_nodes:
@@ -111,7 +112,7 @@ def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]
         targets = consumers.get(n.id)
         if targets and len(targets) == 1:
             (b,) = targets
-            if b is not None and (n.id not in scoped or b.partition(_CALL_SEP)[0] == scoped[n.id]):
+            if b is not None and (n.id not in scoped or b.partition(_CALL_SEP)[0].partition(_REGION_SEP)[0] == scoped[n.id]):
                 box[n.id] = b
     with_ops = {b for nid, b in box.items() if by_id[nid].kind != "tensor"}
     return {nid: b for nid, b in box.items() if b in with_ops}
@@ -150,7 +151,8 @@ def _count_after(nodes: list[Node], box: Mapping[str, str]) -> int:
     return sum(1 for n in nodes if n.id not in box) + len(set(box.values()))
 
 
-def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str]) -> tuple[list[Node], list[Edge]]:
+def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str],
+                     lowered: Mapping[str, str] | None = None) -> tuple[list[Node], list[Edge]]:
     if not box:
         return nodes, edges
     members: dict[str, list[Node]] = {}
@@ -188,6 +190,10 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         frozen = bool(params) and not any(m.rg for m in params)
         if frozen:
             detail += "; frozen: no parameter requires grad"
+        low = sorted({lowered[m.id] for m in group if lowered and m.id in lowered})
+        if low:  # (ops that made float16/bfloat16 from float32 inputs: torch.autocast)
+            n_low = sum(1 for m in group if lowered and m.id in lowered)
+            detail += f"; autocast: {plural(n_low, 'op')} in {'/'.join(low)}"
         head, _, run = b.partition(_CALL_SEP)
         title, _, region = head.partition(_REGION_SEP)
         path = title

@@ -70,7 +70,7 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
     for kind in sorted({n.region.partition("#")[0] for n in nodes if n.region and not n.region.startswith(REPEAT)}):
         rows.append(
             f'<TR><TD STYLE="dashed" COLOR="{REGION}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
-            f'<TD ALIGN="LEFT">made under {esc(kind)}</TD></TR>'
+            f'<TD ALIGN="LEFT">{"checkpointed: recomputed in backward" if kind == "checkpoint" else "made under " + esc(kind)}</TD></TR>'
         )
     if kinds & {"box", "chain"}:
         rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain"))

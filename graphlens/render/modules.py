@@ -8,10 +8,36 @@ from ..graph import Graph
 from .labels import esc
 from .scene import Edge, Node
 
-__all__ = ["buffer_ids", "hide_buffers", "fold_repeats", "fold_loops", "fold", "remap_edges", "REPEAT", "repeat_title"]
+__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold_loops", "fold", "remap_edges", "REPEAT", "repeat_title"]
 
 #: A region whose name starts with this marks the nodes of a block drawn once for N repeats.
 REPEAT = "\x02"
+
+
+_LOW = frozenset({"float16", "bfloat16"})
+_CASTS = frozenset({"to", "type", "half", "bfloat16", "_to_copy", "float16", "__torch_function__"})
+
+
+def lowered_ops(graph: Graph) -> dict[str, str]:
+    """``{op id: dtype}`` for the ops that made a float16 or bfloat16 tensor from a wider
+    float input without being a cast: eager type promotion never narrows, so they ran under
+    ``torch.autocast`` (what a module box then says)."""
+    dtype = {t.id: t.dtype for t in graph.tensors}
+    ins: dict[str, list[str]] = {}
+    outs: dict[str, list[str]] = {}
+    for e in graph.edges:
+        if e.kind == "input":
+            ins.setdefault(e.dst, []).append(dtype.get(e.src, ""))
+        elif e.kind == "output":
+            outs.setdefault(e.src, []).append(dtype.get(e.dst, ""))
+    found: dict[str, str] = {}
+    for op in graph.ops:
+        if op.forward is None or op.forward in _CASTS:
+            continue
+        low = [d for d in outs.get(op.id, ()) if d in _LOW]
+        if low and any(d in ("float32", "float64") for d in ins.get(op.id, ())):
+            found[op.id] = low[0]
+    return found
 
 
 def buffer_ids(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
@@ -151,12 +177,15 @@ def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]]
     relabel: dict[str, tuple[str, int, str]] = {}
     for count, (blocks, title, first_name) in enumerate(runs, 1):
         first = blocks[0]
+        single = len(first) == 1 and first[0].kind == "box"
+        if not single and any(b.region for b in first):
+            continue  # (a frame of its own cannot sit inside a no_grad or checkpoint frame)
         for i, block in enumerate(blocks):
             for a, b in zip(block, first):
                 block_of[a.id] = (count, i)
                 if i:
                     folded[a.id] = b.id
-        if len(first) == 1 and first[0].kind == "box":
+        if single:
             relabel[first[0].id] = (title, len(blocks), first_name)
         else:
             region = f"{REPEAT}× {len(blocks)}: {title} (the same graph each; {first_name} drawn)#{count}"
@@ -293,19 +322,19 @@ def _name(prefix: tuple[str, ...], i: int) -> str:
 def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]]):
     """What makes two blocks the same graph: their nodes' kinds, sub-paths, ops and marks
     in order, and the edges between them; ``None`` for a block that cannot fold (a node
-    inside a ``no_grad`` region or highlighted)."""
+    highlighted or already drawn for a repeat)."""
     pos = {n.id: i for i, n in enumerate(members)}
     items = []
     for n in members:
-        if n.region is not None or n.hl:
+        if n.hl or (n.region or "").startswith(REPEAT):
             return None
         sub = ".".join((n.scope or "").split(".")[depth:])
         if n.kind == "box":
-            items.append(("box", sub, n.content, n.rg, n.frozen))
+            items.append(("box", sub, n.content, n.rg, n.frozen, n.region))
         elif n.kind == "tensor":
-            items.append(("tensor", sub, n.param, n.rg, n.named))
+            items.append(("tensor", sub, n.param, n.rg, n.named, n.region))
         else:
-            items.append((n.kind, sub, n.sig))
+            items.append((n.kind, sub, n.sig, n.region))
     links = sorted(
         (pos[e.src], pos[e.dst], e.kind) for n in members for e in internal.get(n.id, ()) if e.dst in pos
     )
