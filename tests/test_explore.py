@@ -320,3 +320,14 @@ def test_browser_gpt2_page_is_small_and_opens_fast(tmp_path):
     assert {"attn", "mlp", "ln_1", "ln_2"} <= set(got["boxesAfter"])
     assert any("c_fc.weight" in a for a in got["listed"])
     assert "shape\t[64, 256]" in got["hover"]
+
+
+def test_module_boxes_carry_the_bytes_memory_charges_them():
+    """Each module's saved bytes on the page are what g.memory() gives that module (backward-only ops included)."""
+    g = _net_graph()
+    data = explore_data(g)
+    totals = g.memory().modules
+    shown = {m["n"]: m["m"] for m in data["modules"] if "m" in m}
+    assert shown and any(v > 0 for v in shown.values())
+    for name, value in shown.items():
+        assert value == totals.get(name, 0), name

@@ -52,6 +52,17 @@ def saved_bytes(graph: Graph) -> Mapping[str, int] | None:
     return {str(k): int(v) for k, v in dict(found).items()}
 
 
+def _module_bytes(graph: Graph) -> Mapping[str, int] | None:
+    """Per module path, the bytes :func:`graphlens.memory.memory` charges to it and the
+    modules inside it; ``None`` when it cannot say."""
+    try:
+        from ..memory import memory
+
+        return dict(memory(graph).modules)
+    except Exception:  # noqa: BLE001 - a page without memory beats no page
+        return None
+
+
 def _options(precision: int, max_elements: int | None) -> Options:
     return Options(
         view="data", direction="forward", legend=False, values=True, grads=True, saved=True,
@@ -234,6 +245,10 @@ def explore_data(
                 if mem is not None:
                     mod["m"] += mem.get(rec.id, 0)
             k = mod["p"]
+    totals = _module_bytes(graph) if mem is not None else None
+    if totals is not None:  # (memory() charges every op, the backward-only ones the page does not draw too)
+        for mod in modules:
+            mod["m"] = totals.get(mod["n"], 0)
     at = {i: k for k, i in enumerate(ids)}
     # a parameter counts where the backward graph uses it (its initialisation, say, is no use)
     used = {e.src for e in edges if e.kind == "flow" and isinstance(by_id.get(e.dst), OpNode) and by_id[e.dst].name}

@@ -102,10 +102,10 @@ function shortName(k) {  // a module's name inside its parent: "attn", "h.0" for
   return name;
 }
 function bytes(b) {
-  if (b < 1000) return b + " B";
-  const u = ["kB", "MB", "GB", "TB"]; let x = b, k = -1;
-  while (x >= 1000 && k < u.length - 1) { x /= 1000; k++; }
-  return (x >= 100 ? x.toFixed(0) : x.toFixed(1)) + " " + u[k];
+  if (b < 1024) return b + " B";
+  const u = ["KiB", "MiB", "GiB", "TiB"]; let x = b, k = -1;
+  while (x >= 1024 && k < u.length - 1) { x /= 1024; k++; }
+  return x.toFixed(1) + " " + u[k];  // (as graphlens.memory.format_bytes writes it)
 }
 function plural(n, w) { return n.toLocaleString("en-US") + " " + w + (n === 1 ? "" : "s"); }
 
