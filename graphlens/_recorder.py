@@ -29,7 +29,11 @@ __all__ = [
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
-_APPLY_CODE = torch.autograd.function.Function.apply.__func__.__code__  # (a custom Function's forward runs below it)
+_APPLY = getattr(torch.autograd.function.Function.apply, "__func__", torch.autograd.function.Function.apply)
+#: The code of ``Function.apply``, when it is Python (a custom Function's forward runs below it);
+#: None where torch implements it in C (2.14): then the forward's own frame is recognised.
+_APPLY_CODE = getattr(_APPLY, "__code__", None)
+_FUNCTION_CTX = torch.autograd.function.FunctionCtx
 _grad_enabled = torch.is_grad_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
@@ -155,21 +159,27 @@ class Recorder(FrameNotes, BackwardRecord):
         """``"Name.forward"`` when the call being recorded runs inside a custom
         ``autograd.Function``'s forward (below ``Function.apply`` on the stack, above the
         block's frame), else None."""
-        frame = below = None
+        frame = below = found = None
         block = self.frame
         try:
             frame = sys._getframe(2)
             while frame is not None and frame is not block:
-                if frame.f_code is _APPLY_CODE:
-                    if below is None:
+                if _APPLY_CODE is not None:
+                    found = below if frame.f_code is _APPLY_CODE else None
+                    if frame.f_code is _APPLY_CODE and below is None:
                         return None
-                    code = below.f_code
+                else:  # (apply in C: the forward is the frame whose first argument is its ctx)
+                    code = frame.f_code
+                    found = frame if (code.co_name == "forward" and code.co_argcount
+                                      and isinstance(frame.f_locals.get(code.co_varnames[0]), _FUNCTION_CTX)) else None
+                if found is not None:
+                    code = found.f_code
                     name = getattr(code, "co_qualname", code.co_name)
                     return None if name.startswith("CheckpointFunction.") else name
                 below, frame = frame, frame.f_back
             return None
         finally:
-            del frame, below, block
+            del frame, below, block, found
 
     def begin_pass(self, roots: list, *, kept: bool, created: bool = False) -> None:
         """Note a backward call from ``roots`` (``kept``: with ``retain_graph``; ``created``: with
