@@ -66,6 +66,18 @@ def _not_finite(h: tuple) -> bool:
         total.real != total.real or total.imag != total.imag or abs(total.real) == _INF or abs(total.imag) == _INF))
 
 
+def _forward_name(frame: FrameType) -> str:
+    """``"Scale.forward"`` for the frame of a custom Function's forward: from its ctx (the
+    backward node's class knows the Function: ``_forward_cls``), else the code's qualified
+    name (Python 3.10 has none: then just ``forward``)."""
+    code = frame.f_code
+    ctx = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    cls = getattr(type(ctx), "_forward_cls", None)
+    if isinstance(cls, type):
+        return f"{cls.__qualname__}.forward"
+    return getattr(code, "co_qualname", code.co_name)
+
+
 class Recorder(FrameNotes, BackwardRecord):
     """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
@@ -173,8 +185,7 @@ class Recorder(FrameNotes, BackwardRecord):
                     found = frame if (code.co_name == "forward" and code.co_argcount
                                       and isinstance(frame.f_locals.get(code.co_varnames[0]), _FUNCTION_CTX)) else None
                 if found is not None:
-                    code = found.f_code
-                    name = getattr(code, "co_qualname", code.co_name)
+                    name = _forward_name(found)
                     return None if name.startswith("CheckpointFunction.") else name
                 below, frame = frame, frame.f_back
             return None

@@ -644,6 +644,9 @@ def test_a_trace_enters_and_leaves_through_exitstack_and_unittest():
     assert [o.forward for o in tr.graph().ops] == ["mul"]
     assert torch._C._len_torch_function_stack() == 0
 
+    if not hasattr(unittest.TestCase, "enterContext"):  # (unittest has it from Python 3.11)
+        return
+
     class Case(unittest.TestCase):
         def test_it(self):
             self.enterContext(gl.trace())

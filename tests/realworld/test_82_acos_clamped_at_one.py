@@ -12,6 +12,7 @@ Accepted answer: (hbredin) clamp to (-1 + eps, 1 - eps) instead of (-1, 1).
 The forward value is a plain 0; the replay shows AcosBackward0 sending -inf.
 """
 
+import pytest
 import torch
 
 import graphlens as gl
@@ -28,6 +29,8 @@ def acos_clamped_at_one():
     with gl.trace() as tr:
         angle = unit_vector(vector0).dot(unit_vector(vector1)).clamp(-1.0, 1.0).acos()
         angle.backward()
+    if torch.isfinite(vector0.grad).all():  # (torch 2.14's CPU kernels give a gradient of 0 here: the thread's NaN needs 2.13)
+        pytest.skip(f"the dot product of parallel unit vectors gives no NaN gradient on torch {torch.__version__}")
     return vector0, tr
 
 
