@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .labels import esc, plural
+from .chains import collapse_chains, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import Graph
 from .modules import fold_loops, fold_repeats, lowered_ops, remap_edges
@@ -227,92 +228,13 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
 def _periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, int]:
     """``(start, period, repeats)`` of the longest stretch of ``sigs`` that repeats one
     pattern of up to ``max_period`` ops (the shortest pattern on ties)."""
-    best = (0, 1, 0)
-    for p in range(1, max_period + 1):
-        start = 0
-        for k in range(p, len(sigs) + 1):
-            if k == len(sigs) or sigs[k] != sigs[k - p]:
-                repeats = (k - start) // p
-                if repeats * p > best[1] * best[2]:
-                    best = (start, p, repeats)
-                start = k - p + 1 if k < len(sigs) else k
-    return best
+    return periodic_segment(sigs, max_period)
 
 
 def _collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
     """Replace each long stretch of ops that repeats one pattern of up to four ops (a run
     of one op, or the steps of a loop: ``mul, add, mul, add, ...``), together with the
     unnamed tensors between them, every member with one way in and one way out, by a
-    single node, once the pattern repeats at least ``MIN_CHAIN`` times."""
-    preds: dict[str, list[str]] = {}
-    succs: dict[str, list[str]] = {}
-    for e in edges:
-        succs.setdefault(e.src, []).append(e.dst)
-        preds.setdefault(e.dst, []).append(e.src)
-    by_id = {n.id: n for n in nodes}
-
-    def simple(n: Node) -> bool:
-        return (
-            n.sig is not None and n.region is None and n.rank is None and not n.hl
-            and len(preds.get(n.id, ())) == 1 and len(succs.get(n.id, ())) == 1
-        )
-
-    alias: dict[str, str] = {}
-    new_nodes: dict[str, Node] = {}
-    visited: set[str] = set()
-    for n in nodes:
-        if n.id in visited or n.kind != "op" or not simple(n):
-            continue
-        # The maximal linear run of simple nodes through n.
-        back, cur = [], n
-        while True:
-            p = by_id.get(preds[cur.id][0])
-            if p is None or p.id in visited or not simple(p) or p is n:
-                break
-            back.append(p)
-            cur = p
-        back.reverse()
-        run, cur = back + [n], n
-        while True:
-            q = by_id.get(succs[cur.id][0])
-            if q is None or q.id in visited or not simple(q) or q is run[0]:
-                break
-            run.append(q)
-            cur = q
-        visited.update(m.id for m in run)
-        op_pos = [k for k, m in enumerate(run) if m.kind == "op"]
-        sigs = [run[k].sig for k in op_pos]
-        start, period, repeats = _periodic_segment(sigs)
-        if repeats < MIN_CHAIN:
-            continue
-        first, last = op_pos[start], op_pos[start + period * repeats - 1]
-        members = run[first:last + 1]
-        n_ops = period * repeats
-        cid = "chain_" + members[0].id
-        if period == 1:
-            head = f"{esc(sigs[start])} <B>×{n_ops:,}</B>"
-            detail = f"chain of {n_ops:,} identical ops"
-        else:
-            head = f"({esc(', '.join(sigs[start:start + period]))}) <B>×{repeats:,}</B>"
-            detail = f"{n_ops:,} ops repeating a pattern of {period}"
-        label = (
-            f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
-            f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
-        )
-        attrs = dict(members[0].attrs)
-        attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
-        attrs.pop("tooltip", None)
-        node = Node(cid, "chain", label, attrs, scope=members[0].scope)
-        node.members = tuple(m.id for m in members)
-        new_nodes[members[0].id] = node
-        for m in members:
-            alias[m.id] = cid
-    if not alias:
-        return nodes, edges
-    out = []
-    for n in nodes:
-        if n.id in new_nodes:
-            out.append(new_nodes[n.id])
-        elif n.id not in alias:
-            out.append(n)
-    return out, remap_edges(edges, alias)
+    single node, once the pattern repeats at least ``MIN_CHAIN`` times
+    (:func:`~graphlens.render.chains.collapse_chains`)."""
+    return collapse_chains(nodes, edges)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Iterable
 
 import graphviz
@@ -11,11 +13,12 @@ from .._util import paused_gc
 from ..graph import Graph, OpNode, TensorNode
 from ..values import PRECISION
 from ..scopes import infer_scopes
+from .chains import collapse_parts
 from .collapse import collapse
 from .dot import emit
 from .modules import hide_buffers
 from .notes import resolve_notes
-from .scene import Options, data_scene, function_scene
+from .scene import DataParts, Options, data_parts, data_scene, function_scene, graph_buffers
 from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
 
 __all__ = ["to_dot", "check_graph", "build_scene"]
@@ -115,6 +118,14 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         repeats=check_flag("repeats", repeats),
     )
     graph = infer_scopes(graph)
+    if o.view == "data" and _chains_only(graph, o):
+        # Nothing but chains can collapse: find them in the structure and make only the
+        # nodes that are drawn (a 100k-op chain draws a handful).
+        parts = data_parts(graph, o)
+        if not o.buffers:
+            parts = _without_buffers(graph, parts)
+        nodes, edges = collapse_parts(parts, o)
+        return graph, nodes, edges, o, drawn_notes
     if o.view == "data":
         nodes, edges = data_scene(graph, o)
         if not o.buffers:
@@ -123,6 +134,31 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         nodes, edges = function_scene(graph, o)
     nodes, edges = collapse(nodes, edges, o, graph)
     return graph, nodes, edges, o, drawn_notes
+
+
+def _chains_only(graph: Graph, o: Options) -> bool:
+    """Whether :func:`~graphlens.render.collapse.collapse` can do nothing to ``graph``'s
+    scene but fold chains: no node has a module scope (no boxes), and no loop of a trace
+    is folded."""
+    if o.repeats and graph.source == "trace":
+        return False
+    return not any(map(_SCOPE_OP, graph.ops)) and not any(map(_SCOPE_T, graph.tensors))
+
+
+_SCOPE_OP = attrgetter("scope")
+_SCOPE_T = attrgetter("scope")
+
+
+def _without_buffers(graph: Graph, parts: DataParts) -> DataParts:
+    """``parts`` without the module buffers and the ops that only update them (as :func:`hide_buffers`)."""
+    tensors, ops = graph_buffers(graph)
+    gone = tensors | ops
+    if not gone:
+        return parts
+    keep = [s not in gone and d not in gone for s, d in parts.pairs]
+    detach = frozenset(j for j, k in enumerate(compress(range(len(keep)), keep)) if k in parts.detach) if parts.detach else parts.detach
+    return parts._replace(tensors=[t for t in parts.tensors if t.id not in gone], ops=[op for op in parts.ops if op.id not in gone],
+                          pairs=list(compress(parts.pairs, keep)), detach=detach)
 
 
 def check_graph(graph: Any, func: str) -> Graph:

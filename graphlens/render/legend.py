@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..graph import Graph
 from .labels import esc, plural
-from .modules import REPEAT, buffer_ids
+from .modules import REPEAT
+from .scene import graph_buffers
 from .scene import Edge, Node, Options
 from .style import (
     BOX_BORDER,
@@ -85,7 +86,8 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
             '<TD ALIGN="LEFT">× N: N blocks, the same graph each, drawn once</TD></TR>'
         )
     if o.view == "data" and not o.buffers:
-        hidden = len({t.name for t in graph.tensors if t.id in buffer_ids(graph)[0]})
+        gone = graph_buffers(graph)[0]  # (once, not once per tensor)
+        hidden = len({t.name for t in graph.tensors if t.id in gone})
         if hidden:
             rows.append(f'<TR><TD>–</TD><TD ALIGN="LEFT">{plural(hidden, "module buffer")} not drawn (buffers=True)</TD></TR>')
     if any(n.hl for n in nodes) or any(e.hl for e in edges):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple
+from itertools import compress
+from operator import itemgetter
+from typing import Iterable, Mapping, NamedTuple
 
 import graphviz
 
@@ -10,18 +12,25 @@ from ..graph import Graph, OpNode, TensorNode
 from .labels import op_label, op_text, tensor_label
 from .style import GRAD_BORDER, HIGHLIGHT, LEAF_FILL, NONLEAF_FILL, OP_BORDER, OP_FILL, PARAM_PERIPHERIES, PLAIN_BORDER
 
-__all__ = ["Node", "Edge", "Options", "tensor_node", "op_node", "data_scene", "function_scene"]
+__all__ = ["Node", "Edge", "Options", "DataParts", "tensor_node", "op_node", "data_scene", "data_parts", "data_nodes", "data_edges", "function_scene", "graph_buffers"]
 
 
 class Node:
-    """One drawn node: a tensor, an op, or (after collapsing) a submodule box or a chain."""
+    """One drawn node: a tensor, an op, or (after collapsing) a submodule box or a chain.
 
-    __slots__ = ("id", "kind", "label", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named", "frozen", "content")
+    Its ``label`` (the HTML-like text, the costly part) is made on first use from what
+    ``make`` holds (a function and its arguments): nodes that collapse into a box or a
+    chain never make theirs."""
 
-    def __init__(self, id: str, kind: str, label: str, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False, param=False, named=False):
+    __slots__ = ("id", "kind", "_label", "_make", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named",
+                 "frozen", "content")
+
+    def __init__(self, id: str, kind: str, label: str | None, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False,
+                 param=False, named=False, make: tuple | None = None):
         self.id = id
         self.kind = kind  # tensor | op | box | chain
-        self.label = label
+        self._label = label
+        self._make = make
         self.attrs = attrs
         self.region = region
         self.scope = scope
@@ -34,6 +43,21 @@ class Node:
         self.named = named
         self.frozen = False
         self.content: tuple = ()  # a box's members, as (kind, op text, marks): what makes two boxes alike
+
+    @property
+    def label(self) -> str:
+        """The node's HTML-like label (made now if it was not yet)."""
+        label = self._label
+        if label is None and self._make is not None:
+            fn, args = self._make
+            label = self._label = fn(*args)
+            self._make = None
+        return label
+
+    @label.setter
+    def label(self, value: str) -> None:
+        self._label = value
+        self._make = None
 
 
 class Edge:
@@ -89,13 +113,16 @@ def tensor_node(t: TensorNode, o: Options, node_id: str | None = None, *, chaina
     if hl:
         attrs["color"] = HIGHLIGHT
         attrs["penwidth"] = "3.5"
-    label = tensor_label(t, values=o.values, grads=o.grads, max_elements=o.max_elements, hl=hl, precision=o.precision)
     kind = "parameter" if t.is_parameter else "leaf" if t.is_leaf else "non-leaf"
     tooltip = f"{t.label}: {kind}, requires_grad={t.requires_grad}"
     attrs["tooltip"] = graphviz.nohtml(tooltip)
     sig = "" if chainable and t.name is None and not t.is_leaf and t.grad is None and not hl else None
-    return Node(node_id or t.id, "tensor", label, attrs, region=t.region, scope=t.scope, sig=sig, hl=hl,
-                rg=t.requires_grad, param=t.is_parameter, named=t.name is not None)
+    return Node(node_id or t.id, "tensor", None, attrs, region=t.region, scope=t.scope, sig=sig, hl=hl,
+                rg=t.requires_grad, param=t.is_parameter, named=t.name is not None, make=(_tensor_label, (t, o, hl)))
+
+
+def _tensor_label(t: TensorNode, o: Options, hl: bool) -> str:
+    return tensor_label(t, values=o.values, grads=o.grads, max_elements=o.max_elements, hl=hl, precision=o.precision)
 
 
 def op_node(op: OpNode, o: Options, cache: dict | None = None) -> Node:
@@ -120,63 +147,152 @@ def op_node(op: OpNode, o: Options, cache: dict | None = None) -> Node:
         "margin": "0.08,0.03",
     }
     return Node(op.id, "op", label, attrs, region=op.region, scope=op.scope, sig=text, hl=hl)
+class DataParts(NamedTuple):
+    """The data view before its nodes are made: the tensors and the drawn ops (in drawing
+    order: tensors first), the edges as ``(src, dst)`` pairs (the indices in ``detach``
+    are detach edges, the others flow), the highlighted pairs and the ranks
+    (``"max"``/``"min"`` by node id).  :func:`data_nodes` makes the nodes and
+    :func:`data_edges` the edges; a caller that collapses first makes only the ones it draws."""
+
+    tensors: list[TensorNode]
+    ops: list[OpNode]
+    pairs: list[tuple[str, str]]
+    detach: frozenset[int]
+    wanted: set
+    rank: dict[str, str]
+    #: every op of the graph by id (drawn or not)
+    op_by_id: dict[str, OpNode] = {}
+
+
 def data_scene(graph: Graph, o: Options) -> tuple[list[Node], list[Edge]]:
     """The data view: tensors, the ops between them, detach edges and no_grad regions."""
+    parts = data_parts(graph, o)
+    return data_nodes(parts, o), data_edges(parts)
+
+
+def data_edges(parts: DataParts, keep: Iterable[bool] | None = None) -> list[Edge]:
+    """The edges of ``parts`` (only those ``keep`` says, one flag per pair, when given)."""
+    detach, wanted = parts.detach, parts.wanted
+    pairs: Iterable = enumerate(parts.pairs)
+    if keep is not None:
+        pairs = compress(pairs, keep)
+    return [Edge(s, d, "detach" if detach and k in detach else "flow", None, (s, d) in wanted if wanted else False)
+            for k, (s, d) in pairs]
+
+
+def data_nodes(parts: DataParts, o: Options, skip: Mapping[str, object] | None = None) -> list[Node]:
+    """The nodes of ``parts``, ranked; an id in ``skip`` is left out, or, where it maps to a
+    Node, that node is drawn in its place."""
+    rank = parts.rank
+    cache: dict = {}
+    nodes: list[Node] = []
+    for t in parts.tensors:
+        if skip and t.id in skip:
+            if isinstance(skip[t.id], Node):
+                nodes.append(skip[t.id])  # type: ignore[arg-type]
+            continue
+        n = tensor_node(t, o, chainable=True)
+        if rank:
+            n.rank = rank.get(t.id)
+        nodes.append(n)
+    ops: Iterable = parts.ops
+    if skip:  # (what is left: each op, or the node drawn in its place; C-speed for 100k ops)
+        ops = filter(None, map(skip.get, map(_ID, parts.ops), parts.ops))
+    for op in ops:
+        if type(op) is Node:
+            nodes.append(op)
+            continue
+        n = op_node(op, o, cache)
+        if rank:
+            n.rank = rank.get(op.id)
+        nodes.append(n)
+    return nodes
+
+
+_ID = itemgetter(0)  # (TensorNode.id, OpNode.id)
+
+
+def data_parts(graph: Graph, o: Options) -> DataParts:
+    """The :class:`DataParts` of the data view of ``graph``."""
     ops = graph.ops
     op_by_id = {op.id: op for op in ops}
-    hidden = {op.id: op.variable for op in ops if op.is_accumulate_grad}  # AccumulateGrad -> its leaf (or None)
+    hidden = {op.id: op.variable for op in ops if op.name == "AccumulateGrad"}  # AccumulateGrad -> its leaf (or None)
     traced_calls: set[str] = set()
+    all_edges = graph.edges
     if graph.source == "trace":
         # A trace recorded every call with its inputs: the backward nodes a call made
         # inside itself (the TBackward0 of linear) are the engine's business, not data.
-        produces = {e.src for e in graph.edges if e.kind == "output"}
+        produces = {e.src for e in all_edges if e.kind == "output"}
         traced_calls = {op.id for op in ops if op.forward is not None}
         for op in ops:
             if op.forward is None and op.id not in produces and op.id not in hidden:
                 hidden[op.id] = None
-    tensors = {t.id: t for t in graph.tensors}
-
-    nodes: list[Node] = [tensor_node(t, o, chainable=True) for t in graph.tensors]
-    cache: dict = {}
-    nodes.extend(op_node(op, o, cache) for op in ops if op.id not in hidden)
-    edges: list[Edge] = []
+    tensor_list = list(graph.tensors)
+    tensors = {t.id: t for t in tensor_list}
+    pairs: list[tuple[str, str]] = []
+    detach: set[int] = set()
     inputs_of: dict[str, set] = {}
-    for e in graph.edges:
-        if e.kind == "input":
-            if e.dst in hidden:
+    for src, dst, kind, _, _ in all_edges:
+        if kind == "next":
+            continue
+        if kind == "input":
+            if dst in hidden:
                 continue
-            edges.append(Edge(e.src, e.dst, "flow"))
-            t = tensors.get(e.src)
+            t = tensors.get(src)
             if t is not None:
                 key = ("acc", t.id) if t.op is None else (t.op, t.output_nr)
-                inputs_of.setdefault(e.dst, set()).add(key)
-        elif e.kind == "output":
-            if e.src in hidden:
+                inputs_of.setdefault(dst, set()).add(key)
+        elif kind == "output":
+            if src in hidden:
                 continue
-            edges.append(Edge(e.src, e.dst, "flow"))
-        elif e.kind == "detach":
-            edges.append(Edge(e.src, e.dst, "detach"))
+        elif kind == "detach":
+            detach.add(len(pairs))
+        else:
+            continue
+        pairs.append((src, dst))
     # next_functions no known tensor stands for (a snapshot's unnamed intermediates, or an
     # op a trace saw only as some tensor's grad_fn): connect in forward direction, from the
     # recorded tensor of that output where there is one, else from the op itself; a hidden
-    # op is followed through to the nodes it stands for (it is never drawn).
-    outputs = {(t.op, t.output_nr): t.id for t in graph.tensors if t.op is not None}
-    nexts: dict[str, list] = {}
-    for e in graph.edges:
-        if e.kind == "next":
-            nexts.setdefault(e.src, []).append(e)
-    seen_pairs = {(e.src, e.dst) for e in edges}
-    for e in graph.edges:
-        if e.kind != "next" or e.src in hidden or e.src in traced_calls:
+    # op is followed through to the nodes it stands for (it is never drawn).  Each pair
+    # once, and none already drawn above.
+    outputs = {(t.op, t.output_nr): t.id for t in tensor_list if t.op is not None}
+    special = hidden.keys() | {key[0] for key in outputs}
+    nexts: dict[str, list] | None = None
+    skip = hidden.keys() | traced_calls if traced_calls else hidden
+    flows: list[tuple[str, str]] = []
+    add = flows.append
+    for src, dst, kind, _, nr in all_edges:
+        if kind != "next" or src in skip:
             continue
-        for key, src in _drawn_sources(e.dst, e.output_nr, op_by_id, hidden, outputs, nexts):
-            if key in inputs_of.get(e.src, ()) or (src, e.src) in seen_pairs:
+        if dst not in special:  # (the common case: the op itself)
+            if inputs_of and src in inputs_of and (dst, nr) in inputs_of[src]:
                 continue
-            seen_pairs.add((src, e.src))
-            edges.append(Edge(src, e.src, "flow"))
-    _mark_edges(edges, o, alias=hidden)
-    _set_ranks(graph, nodes, edges)
-    return nodes, edges
+            if dst in op_by_id:
+                add((dst, src))
+            continue
+        if dst not in hidden:
+            if dst not in op_by_id:
+                continue
+            found: list | tuple = (((dst, nr), outputs.get((dst, nr), dst)),)
+        else:
+            if nexts is None:
+                nexts = {}
+                for n in all_edges:
+                    if n.kind == "next":
+                        nexts.setdefault(n.src, []).append(n)
+            found = _drawn_sources(dst, nr, op_by_id, hidden, outputs, nexts)
+        for key, source in found:
+            if not (inputs_of and src in inputs_of and key in inputs_of[src]):
+                add((source, src))
+    if pairs:
+        drawn = set(pairs)
+        pairs.extend(p for p in dict.fromkeys(flows) if p not in drawn)
+    else:
+        pairs = list(dict.fromkeys(flows))
+    drawn_ops = [op for op in ops if op.id not in hidden] if hidden else list(ops)
+    region = {t.id: t.region for t in tensor_list}  # (ranks are given to tensors only)
+    wanted = _wanted_edges(o, hidden) if o.hl_edges else set()
+    return DataParts(tensor_list, drawn_ops, pairs, frozenset(detach), wanted, _rank_map(graph, region, pairs, detach), op_by_id)
 
 
 def function_scene(graph: Graph, o: Options) -> tuple[list[Node], list[Edge]]:
@@ -240,14 +356,20 @@ def _drawn_sources(op_id: str, output_nr: int, op_by_id: Mapping[str, OpNode], h
     return found
 
 
+def _wanted_edges(o: Options, alias: Mapping[str, str | None]) -> set:
+    """The highlighted ``(src, dst)`` pairs, in both directions; ``alias`` maps a hidden op to the node drawn for it."""
+    wanted: set = set()
+    for src, dst in o.hl_edges:
+        wanted.add((alias.get(src) or src, alias.get(dst) or dst))
+        wanted.add((alias.get(dst) or dst, alias.get(src) or src))  # pairs may be given in backward order
+    return wanted
+
+
 def _mark_edges(edges: list[Edge], o: Options, *, alias: Mapping[str, str | None]) -> None:
     """Mark the highlighted edges, given in either direction; ``alias`` maps a hidden op to the node drawn for it."""
     if not o.hl_edges:
         return
-    wanted = set()
-    for src, dst in o.hl_edges:
-        wanted.add((alias.get(src) or src, alias.get(dst) or dst))
-        wanted.add((alias.get(dst) or dst, alias.get(src) or src))  # pairs may be given in backward order
+    wanted = _wanted_edges(o, alias)
     for e in edges:
         if e.orig in wanted:
             e.hl = True
@@ -256,17 +378,26 @@ def _mark_edges(edges: list[Edge], o: Options, *, alias: Mapping[str, str | None
 def _set_ranks(graph: Graph, nodes: list[Node], edges: list[Edge]) -> None:
     """Roots at the bottom; leaves requiring grad that feed two or more roots at the top."""
     by_id = {n.id: n for n in nodes}
-    roots = [r.id for r in graph.roots if r.id in by_id and by_id[r.id].region is None]
+    rank = _rank_map(graph, {i: n.region for i, n in by_id.items()}, [(e.src, e.dst) for e in edges],
+                     {k for k, e in enumerate(edges) if e.kind == "detach"})
+    for nid, r in rank.items():
+        by_id[nid].rank = r
+
+
+def _rank_map(graph: Graph, region: Mapping[str, str | None], pairs: list[tuple[str, str]], detach: Iterable[int]) -> dict[str, str]:
+    """Node id -> ``"max"`` for the roots (at the bottom), ``"min"`` for leaves requiring grad
+    that feed two or more roots (at the top); ``region`` maps each tensor node's id to its
+    region, ``pairs`` are the edges ``(src, dst)``, those at the indices ``detach`` detach edges."""
+    roots = [r.id for r in graph.roots if r.id in region and region[r.id] is None]
     if not roots:
-        return
-    for r in roots:
-        by_id[r].rank = "max"
+        return {}
+    rank = dict.fromkeys(roots, "max")
     if len(roots) < 2:
-        return
+        return rank
     preds: dict[str, list[str]] = {}
-    for e in edges:
-        if e.kind != "detach":
-            preds.setdefault(e.dst, []).append(e.src)
+    for k, (src, dst) in enumerate(pairs):
+        if k not in detach:
+            preds.setdefault(dst, []).append(src)
     reach: dict[str, int] = {}
     for r in roots:
         seen = {r}
@@ -280,6 +411,24 @@ def _set_ranks(graph: Graph, nodes: list[Node], edges: list[Edge]) -> None:
         for n in seen:
             reach[n] = reach.get(n, 0) + 1
     for t in graph.tensors:
-        n = by_id.get(t.id)
-        if n is not None and t.is_leaf and t.requires_grad and reach.get(t.id, 0) >= 2 and n.region is None:
-            n.rank = "min"
+        if t.id in region and t.is_leaf and t.requires_grad and reach.get(t.id, 0) >= 2 and region[t.id] is None:
+            rank[t.id] = "min"
+    return rank
+
+
+_BUFFERS: list = [None, None]  # (a weak reference to the last graph asked about, its buffer ids)
+
+
+def graph_buffers(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
+    """:func:`~graphlens.render.modules.buffer_ids` of ``graph``, remembered for the last
+    graph asked about (drawing asks twice: to hide them, and for the legend's count)."""
+    import weakref
+
+    from .modules import buffer_ids
+
+    ref, ids = _BUFFERS
+    if ref is not None and ref() is graph:
+        return ids
+    ids = buffer_ids(graph)
+    _BUFFERS[:] = [weakref.ref(graph), ids]
+    return ids

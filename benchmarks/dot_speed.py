@@ -1,0 +1,105 @@
+"""The to_dot rows of issue 24 alone (part f of ``run.py``), interleaved, with their floors.
+
+``python benchmarks/dot_speed.py [repeats]`` prints, as ratios of medians (and the spread
+of the per-repeat ratios, min–max): to_dot of a 10k- and a 100k-op chain against the text
+baseline (``floors.text_dot``) and against a floor that only reads the structure (each
+edge's ends into one dict each way, every op's id: what any writer that finds the chain
+must read), and snapshot + to_dot against ``torchviz.make_dot`` on the 900-op chain, the
+6-layer transformer and the resnet-ish net.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import graphlens as gl  # noqa: E402
+from graphlens.render import to_dot  # noqa: E402
+
+import floors  # noqa: E402
+
+__all__ = ["paired", "read_floor", "main"]
+
+
+def paired(sides: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of each side, one sample per repeat, sides alternating (order flipped each repeat)."""
+    loops = {}
+    for k, f in sides.items():
+        n, t = 1, 0.0
+        while t < 0.05:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            t = time.perf_counter() - t0
+            n *= 2
+        loops[k] = max(1, n // 2)
+    out: dict[str, list[float]] = {k: [] for k in sides}
+    names = list(sides)
+    for r in range(repeats):
+        for k in names if r % 2 == 0 else reversed(names):
+            f, n = sides[k], loops[k]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            out[k].append((time.perf_counter() - t0) / n)
+    return out
+
+
+def read_floor(g: gl.Graph) -> int:
+    """What any drawing that finds a chain must read: each edge's ends (both ways) and each op's id."""
+    edges = g.edges
+    srcs = [e.src for e in edges]
+    dsts = [e.dst for e in edges]
+    pred = dict(zip(dsts, srcs))
+    succ = dict(zip(srcs, dsts))
+    ids = {op.id for op in g.ops}
+    return len(pred) + len(succ) + len(ids)
+
+
+def _ratio(s: dict[str, list[float]], a: str, b: str) -> str:
+    per = sorted(x / y for x, y in zip(s[a], s[b]))
+    med = statistics.median(s[a]) / statistics.median(s[b])
+    return f"{med:5.2f}x (per repeat {per[0]:.2f}–{per[-1]:.2f})"
+
+
+def main(repeats: int = 15) -> None:
+    print(f"to_dot of a prebuilt chain, {repeats} interleaved repeats (target <= {floors.TARGETS_F['to_dot_vs_text']}x text)")
+    per_op = {}
+    for n in (10_000, 100_000):
+        x = torch.randn(2, requires_grad=True)
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+        g = gl.snapshot(y, saved=False)
+        _ = g.ops, g.edges
+        s = paired({"dot": lambda: to_dot(g).source, "text": lambda: floors.text_dot(g), "read": lambda: read_floor(g)}, repeats)
+        per_op[n] = statistics.median(s["dot"]) / n
+        print(f"  {n:>7,} ops: to_dot {statistics.median(s['dot']) * 1e3:7.2f} ms, text {statistics.median(s['text']) * 1e3:6.2f} ms,"
+              f" read floor {statistics.median(s['read']) * 1e3:6.2f} ms; to_dot/text {_ratio(s, 'dot', 'text')},"
+              f" read floor/text {_ratio(s, 'read', 'text')}, to_dot/read floor {_ratio(s, 'dot', 'read')}")
+        del g, y, x
+    print(f"  growth per op 100k/10k: {per_op[100_000] / per_op[10_000]:.2f} (target <= {floors.TARGETS_F['to_dot_growth']})")
+    if floors.make_dot is None:
+        print("  torchviz missing: no make_dot rows")
+        return
+    print(f"snapshot + to_dot / make_dot (target <= {floors.TARGETS_F['dot_vs_torchviz']}x)")
+    for build in (floors.chain_900, floors.transformer_6l, floors.resnetish):
+        root, keep = build()
+        g = gl.snapshot(root)
+        s = paired({"gl": lambda: to_dot(gl.snapshot(root)).source, "tv": lambda: floors.make_dot(root).source,
+                    "snap": lambda: gl.snapshot(root), "dot": lambda: to_dot(g).source}, repeats)
+        print(f"  {build.__name__:>15}: snapshot+to_dot {statistics.median(s['gl']) * 1e3:6.2f} ms, make_dot "
+              f"{statistics.median(s['tv']) * 1e3:6.2f} ms -> {_ratio(s, 'gl', 'tv')}; of which snapshot alone "
+              f"{_ratio(s, 'snap', 'tv')}, to_dot alone {_ratio(s, 'dot', 'tv')}")
+        del root, keep, g
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 15)

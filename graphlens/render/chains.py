@@ -1,0 +1,198 @@
+"""Chains: long stretches of ops repeating one pattern, found from the graph's structure and drawn as one node each."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import compress, repeat
+from operator import is_, itemgetter, ne, not_
+from typing import Callable, Iterable, Mapping
+
+from .labels import esc, op_text
+from .modules import remap_edges
+from .scene import DataParts, Edge, Node, Options, data_edges, data_nodes, op_node
+from .style import BOX_BORDER, BOX_FILL, MIN_CHAIN
+
+__all__ = ["periodic_segment", "find_chains", "chain_node", "collapse_chains", "collapse_parts"]
+
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+
+
+def periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, int]:
+    """``(start, period, repeats)`` of the longest stretch of ``sigs`` that repeats one
+    pattern of up to ``max_period`` ops (the shortest pattern on ties).
+
+    >>> periodic_segment(["a", "m", "a", "m", "a", "m", "x"])
+    (0, 2, 3)
+    """
+    n = len(sigs)
+    best = (0, 1, 0)
+    for p in range(1, max_period + 1):
+        if best[1] * best[2] >= n:  # (nothing longer is left to find)
+            break
+        start = 0
+        # the places where the pattern of period p breaks, then the end
+        breaks = list(compress(range(p, n), map(ne, sigs[p:], sigs)))
+        breaks.append(n)
+        for k in breaks:
+            repeats = (k - start) // p
+            if repeats * p > best[1] * best[2]:
+                best = (start, p, repeats)
+            start = k - p + 1 if k < n else k
+    return best
+
+
+def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set, pred: Mapping[str, str], succ: Mapping[str, str],
+                sig: Callable[[str], str], *, through: set | None = None) -> list[tuple[list[str], list[str], int, int]]:
+    """The chains to draw, each as ``(member ids, the op texts of its pattern, period,
+    repeats)``: from each op of ``starts`` (in drawing order) that is ``simple`` (one way
+    in, ``pred``, one way out, ``succ``; nothing marked), the maximal linear run of simple
+    nodes through it, cut to the stretch that repeats one pattern at least ``MIN_CHAIN``
+    times.  ``through``, when given, holds every non-op that ``simple`` holds (the tensors
+    a chain may pass through)."""
+    visited: set[str] = set()
+    runs = []
+    for nid in starts:
+        if nid in visited:
+            continue
+        back: list[str] = []
+        cur = nid
+        while True:
+            p = pred[cur]
+            if p in visited or p not in simple or p == nid:
+                break
+            back.append(p)
+            cur = p
+        back.reverse()
+        run = back
+        run.append(nid)
+        first = run[0]
+        cur = nid
+        while True:
+            q = succ[cur]
+            if q in visited or q not in simple or q == first:
+                break
+            run.append(q)
+            cur = q
+        visited.update(run)
+        if through is not None and through.isdisjoint(run):
+            op_pos: list[int] | range = range(len(run))
+        else:
+            op_pos = [k for k, m in enumerate(run) if is_op(m)]
+        sigs = [sig(run[k]) for k in op_pos]
+        start, period, repeats = periodic_segment(sigs)
+        if repeats < MIN_CHAIN:
+            continue
+        a, b = op_pos[start], op_pos[start + period * repeats - 1]
+        runs.append((run[a:b + 1], sigs[start:start + period], period, repeats))
+    return runs
+
+
+def chain_node(first: Node, members: list[str], pattern: list[str], period: int, repeats: int) -> Node:
+    """The node drawn for a chain whose first member (an op) is ``first``."""
+    n_ops = period * repeats
+    if period == 1:
+        head = f"{esc(pattern[0])} <B>×{n_ops:,}</B>"
+        detail = f"chain of {n_ops:,} identical ops"
+    else:
+        head = f"({esc(', '.join(pattern))}) <B>×{repeats:,}</B>"
+        detail = f"{n_ops:,} ops repeating a pattern of {period}"
+    label = (
+        f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
+        f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
+    )
+    attrs = dict(first.attrs)
+    attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
+    attrs.pop("tooltip", None)
+    node = Node("chain_" + first.id, "chain", label, attrs, scope=first.scope)
+    node.members = tuple(members)
+    return node
+
+
+def _links(srcs: list[str], dsts: list[str]) -> tuple[set, dict, dict]:
+    """``(ids with exactly one edge in and one out, the one way in, the one way out)`` of the
+    edges ``srcs[k] -> dsts[k]``."""
+    pred = dict(zip(dsts, srcs))
+    succ = dict(zip(srcs, dsts))
+    one_in: Iterable = pred.keys()
+    one_out: Iterable = succ.keys()
+    if len(pred) < len(dsts):  # (some have more than one: count)
+        one_in = {k for k, v in Counter(dsts).items() if v == 1}
+    if len(succ) < len(srcs):
+        one_out = {k for k, v in Counter(srcs).items() if v == 1}
+    one = one_in & one_out  # type: ignore[operator]
+    return one if isinstance(one, set) else set(one), pred, succ
+
+
+def collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
+    """Replace each long stretch of ops that repeats one pattern of up to four ops (a run
+    of one op, or the steps of a loop: ``mul, add, mul, add, ...``), together with the
+    unnamed tensors between them, every member with one way in and one way out, by a
+    single node, once the pattern repeats at least ``MIN_CHAIN`` times."""
+    one, pred, succ = _links([e.src for e in edges], [e.dst for e in edges])
+    by_id = {n.id: n for n in nodes}
+    simple = {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
+    starts = [n.id for n in nodes if n.kind == "op" and n.id in simple]
+    runs = find_chains(starts, lambda i: by_id[i].kind == "op", simple, pred, succ, lambda i: by_id[i].sig)
+    if not runs:
+        return nodes, edges
+    alias: dict[str, str] = {}
+    new_nodes: dict[str, Node] = {}
+    for members, pattern, period, repeats in runs:
+        node = chain_node(by_id[members[0]], members, pattern, period, repeats)
+        new_nodes[members[0]] = node
+        for m in members:
+            alias[m] = node.id
+    out = []
+    for n in nodes:
+        if n.id in new_nodes:
+            out.append(new_nodes[n.id])
+        elif n.id not in alias:
+            out.append(n)
+    return out, remap_edges(edges, alias)
+
+
+def collapse_parts(parts: DataParts, o: Options) -> tuple[list[Node], list[Edge]]:
+    """The nodes and edges of ``parts`` as ``collapse_chains(*data_scene(...))`` draws them
+    (when ``parts`` has more than ``o.max_nodes`` nodes), found from the structure alone:
+    the nodes a chain takes in are never made, nor the edges inside it."""
+    tensors, ops, pairs = parts.tensors, parts.ops, parts.pairs
+    runs: list = []
+    if len(tensors) + len(ops) > o.max_nodes:
+        srcs = list(map(_FIRST, pairs))
+        dsts = list(map(_SECOND, pairs))
+        one, pred, succ = _links(srcs, dsts)
+        op_ids = list(map(_FIRST, ops))
+        passing = {t.id for t in tensors if t.name is None and not t.is_leaf and t.grad is None and t.region is None}
+        regions = list(map(_REGION, ops))
+        if regions.count(None) < len(regions):  # (some ops ran under no_grad: never in a chain)
+            simple = one.intersection(compress(op_ids, map(is_, regions, repeat(None))))
+        else:
+            simple = one.intersection(op_ids)
+        simple |= passing & one
+        simple.difference_update(parts.rank, o.hl_nodes)
+        passing &= simple
+        starts = [i for i in op_ids if i in simple]
+        if starts:
+            op_of = parts.op_by_id or dict(zip(op_ids, ops))
+            view = o.view
+            runs = find_chains(starts, lambda i: i not in passing, simple, pred, succ, lambda i: op_text(op_of[i], view),
+                               through=passing)
+    if not runs:
+        return data_nodes(parts, o), data_edges(parts)
+    alias: dict[str, str] = {}
+    skip: dict[str, object] = {}
+    inner: set[str] = set()
+    cache: dict = {}
+    for members, pattern, period, repeats in runs:
+        first = op_node(op_of[members[0]], o, cache)
+        node = chain_node(first, members, pattern, period, repeats)
+        skip.update(dict.fromkeys(members))
+        alias.update(dict.fromkeys(members, node.id))
+        skip[members[0]] = node
+        inner.update(members[:-1])  # (each member's one edge out leads to the next member)
+    edges = data_edges(parts, map(not_, map(inner.__contains__, srcs)))
+    return data_nodes(parts, o, skip), remap_edges(edges, alias)
+
+
+_REGION = itemgetter(5)  # OpNode.region
