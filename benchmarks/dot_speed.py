@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,32 +23,14 @@ import graphlens as gl  # noqa: E402
 from graphlens.render import to_dot  # noqa: E402
 
 import floors  # noqa: E402
+import run  # noqa: E402
 
 __all__ = ["paired", "read_floor", "main"]
 
 
 def paired(sides: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[float]]:
-    """Seconds per call of each side, one sample per repeat, sides alternating (order flipped each repeat)."""
-    loops = {}
-    for k, f in sides.items():
-        n, t = 1, 0.0
-        while t < 0.05:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            t = time.perf_counter() - t0
-            n *= 2
-        loops[k] = max(1, n // 2)
-    out: dict[str, list[float]] = {k: [] for k in sides}
-    names = list(sides)
-    for r in range(repeats):
-        for k in names if r % 2 == 0 else reversed(names):
-            f, n = sides[k], loops[k]
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            out[k].append((time.perf_counter() - t0) / n)
-    return out
+    """Seconds per call of each side, one sample per repeat (``run.interleaved``'s)."""
+    return {k: v["times"] for k, v in run.interleaved(sides, repeats, 0.05).items()}
 
 
 def read_floor(g: gl.Graph) -> int:

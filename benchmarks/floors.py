@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 import graphlens as gl
+from run import tiny_chain_step  # (part c's step; run.py imports this module only inside its functions)
 
 try:
     from graphlens.render import to_dot
@@ -166,19 +167,6 @@ def text_dot(g: gl.Graph) -> str:
 
 
 # -- trace workloads ------------------------------------------------------------------------
-def tiny_chain_step(n: int) -> Callable[[], None]:
-    x = torch.randn(4, requires_grad=True)
-
-    def step():
-        x.grad = None
-        y = x
-        for _ in range(n // 2):
-            y = y * 1.0001
-            y = y + 0.5
-        y.sum().backward()
-    return step
-
-
 def _model_step(model: torch.nn.Module, batch: Any, loss_of: Callable[[Any], torch.Tensor]) -> Callable[[], None]:
     def step():
         for p in model.parameters():

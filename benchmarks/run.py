@@ -138,8 +138,8 @@ def _calibrate(fn: Callable[[], Any], floor: float) -> int:
 
 
 def interleaved(sides: dict[str, Callable[[], Any]], repeats: int, floor: float) -> dict[str, Any]:
-    """Median seconds per call of each side; the sides alternate in every repeat
-    (their order flips each time) so they share the machine's noise."""
+    """Median seconds per call of each side (and every repeat's, ``times``); the sides
+    alternate in every repeat (their order flips each time) so they share the machine's noise."""
     loops = {k: _calibrate(f, floor) for k, f in sides.items()}
     samples: dict[str, list[float]] = {k: [] for k in sides}
     names = list(sides)
@@ -150,7 +150,8 @@ def interleaved(sides: dict[str, Callable[[], Any]], repeats: int, floor: float)
             for _ in range(n):
                 f()
             samples[k].append((time.perf_counter() - t0) / n)
-    return {k: {"median_s": statistics.median(v), "min_s": min(v), "samples": len(v), "loops": loops[k]} for k, v in samples.items()}
+    return {k: {"median_s": statistics.median(v), "min_s": min(v), "samples": len(v), "loops": loops[k], "times": v}
+            for k, v in samples.items()}
 
 
 def ratio(res: dict, a: str, b: str) -> float:

@@ -18,6 +18,7 @@ from ._capture import (
 from ._facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from ._frames import FrameNotes
 from ._guard import unreadable_why
+from .names import frame_values
 from ._safety import KEEP_MIN_NODES, keep_behind, keep_children
 from ._util import tensors_in
 
@@ -71,8 +72,9 @@ def _forward_name(frame: FrameType) -> str:
     backward node's class knows the Function: ``_forward_cls``), else the code's qualified
     name (Python 3.10 has none: then just ``forward``)."""
     code = frame.f_code
-    ctx = frame.f_locals.get(code.co_varnames[0]) if code.co_argcount else None
+    ctx = frame_values(frame, (code.co_varnames[0],))[0] if code.co_argcount else None
     cls = getattr(type(ctx), "_forward_cls", None)
+    del ctx
     if isinstance(cls, type):
         return f"{cls.__qualname__}.forward"
     return getattr(code, "co_qualname", code.co_name)
@@ -183,7 +185,7 @@ class Recorder(FrameNotes, BackwardRecord):
                 else:  # (apply in C: the forward is the frame whose first argument is its ctx)
                     code = frame.f_code
                     found = frame if (code.co_name == "forward" and code.co_argcount
-                                      and isinstance(frame.f_locals.get(code.co_varnames[0]), _FUNCTION_CTX)) else None
+                                      and isinstance(frame_values(frame, (code.co_varnames[0],))[0], _FUNCTION_CTX)) else None
                 if found is not None:
                     name = _forward_name(found)
                     return None if name.startswith("CheckpointFunction.") else name

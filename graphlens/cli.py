@@ -298,14 +298,8 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
     folder = Path(args.out)
     folder.mkdir(parents=True, exist_ok=True)
     run = replay_script(args.script, tuple(args.args))
-    error, status, said, explanation, on_page = run.error, 0, None, None, None
-    if isinstance(error, SystemExit):  # sys.exit(n): the script's own exit status, as `python script.py` gives it
-        status, said = exit_status(error.code)
-        on_page = f"The script ended with SystemExit({error.code!r}) (sys.exit): exit status {status}."
-    elif error is not None:
-        status = 1
-        explanation = autograd_explanation(error, run.trace)
-        on_page = explanation if explanation is not None else f"{type(error).__name__}: {error}"
+    error = run.error
+    status, said, explanation, on_page = script_outcome(error, run.trace)
     page = folder / "replay.html"
     by = getattr(args, "by", "auto")
     if by == "module" and not run.replay.has_scopes():
@@ -329,12 +323,7 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
         print(opened, file=out)
     for path in written:
         print(f"written: {path.resolve()}", file=out)
-    if said is not None:
-        print(said, file=err)
-    elif error is not None and not isinstance(error, SystemExit):
-        err.write(script_traceback(error))
-        if explanation is not None:
-            print(f"graphlens: {explanation}", file=err)
+    report_end(error, said, explanation, err)
     return status
 
 
@@ -380,26 +369,15 @@ def run_explore_command(args: argparse.Namespace, out: TextIO | None = None, err
         print(f"graphlens explore: {problem}", file=err)
         return 2
     run = explore_script(args.script, tuple(args.args))
-    error, status, said, explanation, on_page = run.error, 0, None, None, None
-    if isinstance(error, SystemExit):
-        status, said = exit_status(error.code)
-        on_page = f"The script ended with SystemExit({error.code!r}) (sys.exit): exit status {status}."
-    elif error is not None:
-        status = 1
-        explanation = autograd_explanation(error, run.trace)
-        on_page = explanation if explanation is not None else f"{type(error).__name__}: {error}"
+    error = run.error
+    status, said, explanation, on_page = script_outcome(error, run.trace)
     page = Path(args.out)
     page.parent.mkdir(parents=True, exist_ok=True)
     graph = run.trace.graph()
     graph.to_html(page, title=f"Graph of {os.path.basename(args.script)}", depth=args.depth, explanation=on_page)
     print(f"{len(graph.tensors):,} tensors and {len(graph.ops):,} ops", file=out)
     print(f"written: {page.resolve()}", file=out)
-    if said is not None:
-        print(said, file=err)
-    elif error is not None and not isinstance(error, SystemExit):
-        err.write(script_traceback(error))
-        if explanation is not None:
-            print(f"graphlens: {explanation}", file=err)
+    report_end(error, said, explanation, err)
     return status
 
 
@@ -411,6 +389,30 @@ def _replay_opening(page) -> str | None:
     if by != "module":
         return None
     return f"the page opens by module: {count} module step{'s' * (count != 1)} at depth {depth} (steps count from 1)"
+
+
+def script_outcome(error: BaseException | None, trace) -> tuple[int, str | None, object | None, str | None]:
+    """``(exit status, what to print for sys.exit, the autograd explanation, the page's line)``
+    of a script that ended with ``error`` (None: it ran to its end), as ``python script.py``
+    would end: ``sys.exit(n)`` gives ``n``, an exception gives 1."""
+    if isinstance(error, SystemExit):
+        status, said = exit_status(error.code)
+        return status, said, None, f"The script ended with SystemExit({error.code!r}) (sys.exit): exit status {status}."
+    if error is not None:
+        explanation = autograd_explanation(error, trace)
+        return 1, None, explanation, explanation if explanation is not None else f"{type(error).__name__}: {error}"
+    return 0, None, None, None
+
+
+def report_end(error: BaseException | None, said: str | None, explanation: object | None, err: TextIO) -> None:
+    """Print how the script ended: what sys.exit said, or its own traceback and, for an
+    autograd error graphlens recognises, the explanation."""
+    if said is not None:
+        print(said, file=err)
+    elif error is not None and not isinstance(error, SystemExit):
+        err.write(script_traceback(error))
+        if explanation is not None:
+            print(f"graphlens: {explanation}", file=err)
 
 
 def exit_status(code: object) -> tuple[int, str | None]:

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 __all__ = [
-    "NameBook", "user_frame", "source_line", "frame_candidates", "frame_values", "store_targets", "loop_variables", "is_internal", "is_library",
+    "NameBook", "user_frame", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
     "INTERNAL_MODULES", "CALLER_NAME",
 ]
 
@@ -87,7 +87,11 @@ def source_line(filename: str, lineno: int) -> str | None:
     """Line ``lineno`` of ``filename``, stripped and without a trailing comment (None if unknown)."""
     import linecache
 
-    line = linecache.getline(filename, lineno)
+    return strip_comment(linecache.getline(filename, lineno)) or None
+
+
+def strip_comment(line: str) -> str:
+    """A source line, stripped, without its trailing comment (a ``#`` outside quotes)."""
     quote = None
     for k, ch in enumerate(line):
         if quote:
@@ -96,9 +100,8 @@ def source_line(filename: str, lineno: int) -> str | None:
         elif ch in "'\"":
             quote = ch
         elif ch == "#":
-            line = line[:k]
-            break
-    return line.strip() or None
+            return line[:k].strip()
+    return line.strip()
 
 
 def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -196,6 +199,24 @@ def frame_values(frame: FrameType, names: tuple[str, ...]) -> list[Any]:
             if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
                 _forget(frame, local_map)
         del local_map
+
+
+def frame_objects_where(frame: FrameType, wanted, *, with_globals: bool = True) -> list[tuple[str, Any]]:
+    """``(name, value)`` of ``frame``'s variables whose value ``wanted(value)`` accepts (its
+    locals, then, for a function frame, its globals), leaving the frame as
+    :func:`frame_candidates` does: no cached locals dict kept alive, none the program holds emptied."""
+    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
+    local_map = frame.f_locals
+    try:
+        out = [(k, v) for k, v in list(local_map.items()) if isinstance(k, str) and wanted(v)]
+    finally:
+        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
+            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
+                _forget(frame, local_map)
+        del local_map
+    if with_globals and is_function:
+        out.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and wanted(v))
+    return out
 
 
 _STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"})

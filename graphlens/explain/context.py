@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import linecache
 import re
-import sys
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -13,7 +12,7 @@ import torch
 from .. import names as _names
 from .._util import tensors_in
 from ..graph import Graph
-from ..names import frame_candidates
+from ..names import frame_candidates, frame_objects_where
 from ..snapshot import snapshot
 from .live import find_live
 
@@ -146,10 +145,6 @@ def _wanted(value: Any) -> bool:
     return isinstance(value, (torch.nn.Module, torch.optim.Optimizer))
 
 
-_CO_OPTIMIZED = 0x1
-_UNHELD_REFS = 3  # (see graphlens.names: the frame's cached locals dict that only the frame holds)
-
-
 def frame_objects(frame: FrameType | None) -> list[tuple[str, Any]]:
     """``(name, object)`` of the modules, optimizers and autograd.Function classes a frame's variables hold (its
     locals, then its globals), then the submodules of each module under dotted names.
@@ -158,17 +153,7 @@ def frame_objects(frame: FrameType | None) -> list[tuple[str, Any]]:
     Python < 3.13 caches on the frame is emptied again when nobody else holds it."""
     if frame is None:
         return []
-    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
-    local_map = frame.f_locals
-    try:
-        items = [(k, v) for k, v in local_map.items() if _wanted(v)]
-    finally:
-        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                local_map.clear()
-        del local_map
-    if is_function:
-        items += [(k, v) for k, v in frame.f_globals.items() if _wanted(v)]
+    items = frame_objects_where(frame, _wanted)
     out: list[tuple[str, Any]] = []
     later: list[tuple[str, Any]] = []
     for key, value in items:

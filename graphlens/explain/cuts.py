@@ -9,7 +9,7 @@ import torch
 
 from ..names import source_line
 from .facts import custom_forward_of, grad_off, region_kind
-from .leads import _strip_comment, code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
+from .leads import code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
 

@@ -9,6 +9,7 @@ import re
 from collections import deque
 from types import FrameType
 
+from ..names import strip_comment
 from .kinds import CODE_CUTS as _CODE_CUTS, INDEXED as _INDEXED, Cut
 
 __all__ = ["code_cut", "origin_cut", "leaf_root_lead", "rebinding", "rebind_fix"]
@@ -68,20 +69,6 @@ def _spine_cuts(value: ast.AST) -> list[tuple[str, ast.AST]]:
                 nxt = f.value  # a method: its receiver is on the spine
         node = nxt
     return found
-
-
-def _strip_comment(line: str) -> str:
-    """A source line without its trailing comment (a ``#`` outside quotes)."""
-    quote = None
-    for k, ch in enumerate(line):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#":
-            return line[:k].strip()
-    return line.strip()
 
 
 def _keyword_is(call: ast.Call, arg: str, value) -> bool:
@@ -224,7 +211,7 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
             late = _flag_line(scope, lines, var, before, lineno)
             if late is not None:  # (a detach() that made var a fresh leaf is then correct: not blamed)
                 fln, ftext = late
-                used = _strip_comment(lines[before - 1]) if 0 < before <= len(lines) else ""
+                used = strip_comment(lines[before - 1]) if 0 < before <= len(lines) else ""
                 text = (
                     f"graphlens read your code: line {fln} ({ftext}) switches requires_grad on for {var} only after "
                     f"line {before} ({used}) used it; PyTorch records an operation only if an input requires grad when "
@@ -249,7 +236,7 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
         block = _grad_off_block(scope, value)
         if block is not None:
             wln, wtext = block
-            text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
+            text_line = strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
             via = "" if var == root else f"{root} comes from {var} ({' <- '.join(chain)}), and "
             text = (
                 f"graphlens read your code (not the graph): {via}line {ln} ({text_line}) computes {var} inside "
@@ -281,7 +268,7 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
         if calls:
             name, node = calls[0]  # the outermost step is the closest to the result
             kind = _kind_of(name, node)
-            text_line = _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
+            text_line = strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
             via = " <- ".join(chain)
             call = {"grad_attr": ".grad", "grad": "torch.autograd.grad", "checkpoint": "checkpoint"}.get(name, name)
             entry = shown.get((var, ln))
@@ -325,7 +312,7 @@ def _flag_line(scope: ast.AST, lines: list[str], var: str, after: int, before: i
     if not hits:
         return None
     ln = min(hits)
-    return ln, _strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
+    return ln, strip_comment(lines[ln - 1]) if ln - 1 < len(lines) else ""
 
 
 def leaf_root_lead(frame: FrameType | None, root: str | None, lineno: int | None) -> tuple[int, str, str] | None:
@@ -354,7 +341,7 @@ def _leaf_root_in(tree, lines: list[str], scope, root: str, lineno: int, depth: 
             if made is None or node.lineno > made:
                 made = node.lineno
     if made is not None and (flag is None or made > flag[0]):
-        return made, _strip_comment(lines[made - 1]), "created"
+        return made, strip_comment(lines[made - 1]), "created"
     if flag is not None:
         return flag[0], flag[1], "flag"
     if depth < 2:  # root = helper(...) (or a, root = helper(...)): what the helper of this file did to its root
@@ -422,7 +409,7 @@ def rebinding(frame: FrameType | None, name: str | None, before: int | None = No
         uses = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Name) and sub.id == name]
         grads = [sub for sub in ast.walk(node.value) if isinstance(sub, ast.Attribute) and sub.attr == "grad"]
         if uses and grads:
-            found.append((node.lineno, _strip_comment(lines[node.lineno - 1]), _in_no_grad(scope, node)))
+            found.append((node.lineno, strip_comment(lines[node.lineno - 1]), _in_no_grad(scope, node)))
     # The last one that ran before this line; else one later in the function (a loop runs it first).
     earlier = [f for f in found if f[0] < here]
     return max(earlier) if earlier else (max(found) if found else None)
@@ -454,7 +441,7 @@ def origin_cut(view, tid: str, origins: dict[str, tuple[str, int]], kinds: tuple
         if t in origins:
             filename, lineno = origins[t]
             line = linecache.getline(filename, lineno)
-            for name in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _strip_comment(line))):
+            for name in dict.fromkeys(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", strip_comment(line))):
                 if keyword.iskeyword(name):
                     continue
                 # (a tensor the trace saw made there, by torch.autograd.grad: the line's own assignment counts)

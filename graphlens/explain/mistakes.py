@@ -8,7 +8,8 @@ import re
 
 
 from .context import Context, line_op, short
-from .cuts import _strip_comment, rebind_fix, rebinding
+from ..names import strip_comment
+from .cuts import rebind_fix, rebinding
 from .live import find_live, reaches
 from .types import Explanation
 
@@ -225,7 +226,7 @@ def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
                     f"run yet, and {name}.grad is still None: PyTorch creates .grad at the first backward that reaches {name}."
                 )
                 fix = (f"Use or reset {local}.grad only after a backward: move the line after {first[1]} (zeroing at the end "
-                       f"of the iteration, after the update), or guard it: if {local}.grad is not None: {_strip_comment(ctx.line).strip()}; "
+                       f"of the iteration, after the update), or guard it: if {local}.grad is not None: {strip_comment(ctx.line).strip()}; "
                        f"setting {local}.grad = None (or optimizer.zero_grad()) works in either place.")
                 return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
                                    lineno=ctx.lineno, fix=fix)
@@ -254,7 +255,7 @@ def _before_first_backward(ctx: Context) -> tuple[int, str, bool] | None:
     before = [c for c in calls if c < ctx.lineno]
     if not after or before:  # (then the line's first run meets .grad None: nothing before it made one)
         return None
-    return after[0], _strip_comment(lines[after[0] - 1]).strip(), loop is not None
+    return after[0], strip_comment(lines[after[0] - 1]).strip(), loop is not None
 
 
 def _reads_grad(ctx: Context, name: str) -> bool:
@@ -313,7 +314,7 @@ def _nonleaf_grad(message, g, ctx: Context, name: str, t) -> Explanation:
     the leaf ``name`` into a new non-leaf tensor."""
     made = type(t.grad_fn).__name__
     if _update_op(ctx.line) and re.match(rf"\s*{re.escape(name)}\s*=(?!=)", ctx.line):
-        found = (ctx.lineno, _strip_comment(ctx.line).strip(), False)  # the failing line is the update (its earlier run made t)
+        found = (ctx.lineno, strip_comment(ctx.line).strip(), False)  # the failing line is the update (its earlier run made t)
     else:
         found = rebinding(ctx.frame, name, before=ctx.lineno)
     stem = _update_op(found[1]) if found is not None and not found[2] else None

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from types import FrameType
 from typing import NamedTuple
 
 import torch
 
-from ..names import _CO_OPTIMIZED, _UNHELD_REFS
+from ..names import _CO_OPTIMIZED, frame_objects_where
 
 __all__ = ["Unregistered", "frame_modules", "unregistered_owner", "tied_names"]
 
@@ -46,20 +45,14 @@ def frame_modules(frame: FrameType | None) -> list[tuple[str, torch.nn.Module]]:
     read without leaving a cached locals dict behind (as :func:`graphlens.names.frame_candidates`)."""
     if frame is None:
         return []
-    out: list[tuple[str, torch.nn.Module]] = []
-    is_function = bool(frame.f_code.co_flags & _CO_OPTIMIZED)
-    local_map = frame.f_locals
-    try:
-        out.extend((k, v) for k, v in list(local_map.items()) if isinstance(k, str) and isinstance(v, torch.nn.Module))
-    finally:
-        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                local_map.clear()
-        del local_map
-    if is_function:
-        out.extend((k, v) for k, v in list(frame.f_globals.items())
-                   if isinstance(k, str) and not k.startswith("_") and isinstance(v, torch.nn.Module))
+    out: list[tuple[str, torch.nn.Module]] = frame_objects_where(frame, _is_module, with_globals=False)
+    if frame.f_code.co_flags & _CO_OPTIMIZED:
+        out.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and not k.startswith("_") and _is_module(v))
     return out
+
+
+def _is_module(value) -> bool:
+    return isinstance(value, torch.nn.Module)
 
 
 def _containers(mod: torch.nn.Module, prefix: str, depth: int = 0):

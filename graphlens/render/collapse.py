@@ -9,9 +9,9 @@ from .chains import collapse_chains, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import Graph
 from .modules import fold_loops, fold_repeats, lowered_ops, remap_edges
-from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MIN_CHAIN, MODULE_NODES
+from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
 
-__all__ = ["collapse"]
+__all__ = ["collapse", "SIDE_PATH"]
 
 
 def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | None = None) -> tuple[list[Node], list[Edge]]:
@@ -62,6 +62,8 @@ def _scope_box(scope: str | None, depth: int) -> str | None:
 _REGION_SEP = "\x00"
 _CALL_SEP = "\x01"
 _SIDE = "\x03"  # (a box of an open module's ops on tensors that need no grad)
+#: The last part of such a box's ``scope`` (it is no module of the tree: pages skip it).
+SIDE_PATH = ".(needs no grad)"
 
 
 def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]:
@@ -199,7 +201,7 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         title, _, region = head.partition(_REGION_SEP)
         path = title
         if title.endswith(_SIDE):
-            path = title[:-1] + ".(needs no grad)"
+            path = title[:-1] + SIDE_PATH
             title = title[:-1] + ": needs no grad"
         if run:
             title = f"{title} #{run}"

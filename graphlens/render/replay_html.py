@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .._checks import check_choice, check_count
 from ..values import PRECISION, Summary
 from .dot import emit
+from .collapse import SIDE_PATH
 from .draw import build_scene
 from .labels import esc
 from .replay_assets import CSS, JS, PAGE
@@ -283,7 +284,7 @@ def drawn_depth(graph, nodes) -> int | None:
         if n.kind != "box":
             continue
         name = getattr(n, "scope", None)
-        if name and name.endswith(".(needs no grad)"):
+        if name and name.endswith(SIDE_PATH):
             continue  # (an open module's work beside the gradient path, not a level)
         if name and " " not in name:
             shared = len(name.split("."))
