@@ -137,15 +137,20 @@ def _calibrate(fn: Callable[[], Any], floor: float) -> int:
     return max(1, int(floor / once) + 1)
 
 
-def interleaved(sides: dict[str, Callable[[], Any]], repeats: int, floor: float) -> dict[str, Any]:
+def interleaved(sides: dict[str, Callable[[], Any]], repeats: int, floor: float, *, collect: bool = False) -> dict[str, Any]:
     """Median seconds per call of each side (and every repeat's, ``times``); the sides
-    alternate in every repeat (their order flips each time) so they share the machine's noise."""
+    alternate in every repeat (their order flips each time) so they share the machine's noise.
+    ``collect``: run Python's cyclic garbage collector before each sample, untimed, so that
+    no side pays for a full collection the allocations of another side made due (use it to
+    compare two variants of one recorder; the collections a trace causes are then left out)."""
     loops = {k: _calibrate(f, floor) for k, f in sides.items()}
     samples: dict[str, list[float]] = {k: [] for k in sides}
     names = list(sides)
     for r in range(repeats):
         for k in names if r % 2 == 0 else reversed(names):
             f, n = sides[k], loops[k]
+            if collect:
+                gc.collect()
             t0 = time.perf_counter()
             for _ in range(n):
                 f()

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ._capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
-from ._facts import read_saved, same_data
+from ._facts import elements_within, known_finite, read_saved, same_data
 from ._guard import _dispatch_depth, quiet
 from ._util import paused_gc, tensors_in
 
@@ -42,7 +42,7 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
 def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
     limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
     arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
-    sent = tuple([_head_once(heads, g, limit) for g in grad_inputs])
+    sent = tuple([_head_once(heads, g, limit, grad_outputs, arrived) for g in grad_inputs])
     k = len(rec.steps)
     rec.steps.append((j, pass_nr, arrived, sent)); rec.order.append(j)  # noqa: E702 - (kept in step)
     n = len(arrived)
@@ -52,21 +52,45 @@ def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tupl
     for i in watch:
         t = rec.refs[i]()
         if t is not None:
-            rec.writes.append((k, i, kept_grad(t, limit)))
+            rec.writes.append((k, i, _written(heads, t, limit, grad_outputs, arrived)))
 
 
-def _head_once(heads: dict, g: Any, limit: int) -> Any:
+def _written(heads: dict, t: Any, limit: int, got: tuple, known: tuple) -> Any:
+    """The head of ``t.grad`` where torch keeps one (see :func:`~graphlens._capture.kept_grad`):
+    when it is the very memory the node just got (an AccumulateGrad that kept the gradient
+    instead of copying it), the head already read of that gradient."""
+    if t is None or not (t.is_leaf or t.retains_grad):
+        return None
+    g = t.grad
+    if g is None:
+        return None
+    for src, h in zip(got, known):
+        if src is not None and h is not None and src._version == g._version and same_data(src, g):
+            return h
+    return _head_once(heads, g, limit)
+
+
+def _head_once(heads: dict, g: Any, limit: int, sources: tuple = (), known: tuple = ()) -> Any:
     """The head of gradient ``g``, read once per pass: what a node sent arrives at the next
     node as the very same tensor object, so its head is reused there unless it changed in
     place since (its version moved).  ``heads`` maps ``id(g)`` to a weak reference, the
-    version and the head; the weak reference checks the id still names that tensor."""
+    version and the head; the weak reference checks the id still names that tensor.  A
+    gradient that is a view holding only elements of one of ``sources`` (the gradients
+    that arrived at the node, whose heads are ``known``) that is finite is finite too, with
+    no second reduction (``TBackward0`` sends a transpose of what it got)."""
     if g is None:
         return None
     hit = heads.get(id(g))
     version = g._version
     if hit is not None and hit[1] == version and hit[0]() is g:
         return hit[2]
-    head = grad_head(g, limit)
+    finite = False
+    if sources and g._is_view():
+        for src, h in zip(sources, known):
+            if src is not None and src._version == version and known_finite(h) and elements_within(g, src):
+                finite = True
+                break
+    head = grad_head(g, limit, finite=finite)
     heads[id(g)] = (_ref(g), version, head)
     return head
 

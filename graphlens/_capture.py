@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from ._facts import dtype_name, numel_of, plain_shape, read_head
+from ._storages import saved_storages
 from .graph import LIVE, UNREADABLE, SavedEntry, Summary
 
 __all__ = [
@@ -95,8 +96,10 @@ def probe_sequence_now() -> int:
     return probe.grad_fn._sequence_nr() + 1
 
 
-def head(t: _Tensor, shape: Any, limit: int) -> Any:
-    """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere)."""
+def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True) -> Any:
+    """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere);
+    ``check``: whether a large floating tensor is checked for NaN and inf now (one
+    reduction; see :func:`graphlens._facts.read_head`)."""
     if not limit or not t.is_cpu:
         return None  # (on accelerators reading would wait for the device)
     if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
@@ -104,11 +107,12 @@ def head(t: _Tensor, shape: Any, limit: int) -> Any:
             return (shape, t.dtype, shape[0], tuple(_Tensor.tolist(t)))
         except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
             pass
-    return read_head(t, limit)
+    return read_head(t, limit, check=check)
 
 
-def grad_head(g: Any, limit: int) -> Any:
-    """What a record keeps of a gradient: its head as numbers (never raises)."""
+def grad_head(g: Any, limit: int, *, finite: bool = False) -> Any:
+    """What a record keeps of a gradient: its head as numbers (never raises); ``finite``:
+    the caller knows no element is NaN or inf (see :func:`graphlens._facts.read_head`)."""
     if g is None:
         return None
     try:
@@ -117,7 +121,7 @@ def grad_head(g: Any, limit: int) -> Any:
             return (tuple(shape), g.dtype, shape[0], tuple(_Tensor.tolist(g)))
     except Exception:  # noqa: BLE001 - e.g. a nested tensor has no sizes
         pass
-    return read_head(g, limit)
+    return read_head(g, limit, finite=finite)
 
 
 def kept_grad(t: Any, limit: int) -> Any:
@@ -134,7 +138,8 @@ def saved_entry(row: tuple) -> SavedEntry:
         short, i, shape, dtype, storages = row[:5]
         shape = plain_shape(shape)
         head = (row[5],) if len(row) == 6 else None
-        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head), None, storages)
+        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head), None,
+                          saved_storages(storages))
     if len(row) >= 2:  # (name, plain value[, storages of the tensors it holds])
-        return SavedEntry(row[0], LIVE, None, None, row[1], row[2] if len(row) == 3 else ())
+        return SavedEntry(row[0], LIVE, None, None, row[1], saved_storages(row[2]) if len(row) == 3 else ())
     return SavedEntry(row[0], UNREADABLE)

@@ -10,12 +10,12 @@ import torch
 
 from ._guard import unreadable_why
 from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
-from ._storages import StorageBook, checkpoint_storages
+from ._storages import StorageBook, checkpoint_storages, saved_storages
 
 __all__ = [
     "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",
     "read_saved", "saved_plan", "saved_value", "tensor_summary", "numel_of", "check_roots", "flatten_tensors",
-    "StorageBook",
+    "StorageBook", "known_finite", "elements_within",
 ]
 
 #: How many elements a value summary shows before it elides the rest.
@@ -63,11 +63,15 @@ def summarize(t: torch.Tensor | None, max_elements: int = MAX_ELEMENTS, *, stats
     return make_summary(read_head(t, max_elements), t if stats else None)
 
 
-def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
+def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS, *, finite: bool = False, check: bool = True) -> tuple:
     """What :func:`summarize` reads while a program runs, cheaply: ``(shape, dtype,
     numel, head)`` with ``head`` a tuple of Python numbers, so nothing refers to the
     tensor; where the values cannot be read, ``head`` is ``None`` and a fifth item says
-    why.  :func:`make_summary` turns it into a Summary later."""
+    why.  :func:`make_summary` turns it into a Summary later.  A floating tensor with more
+    elements than the head holds is checked for NaN and inf (one reduction), unless the
+    caller knows it is ``finite`` (for instance
+    a view holding only elements of a tensor known finite), or is told not to ``check``
+    (then whether it is finite is unknown: the fourth item is all there is)."""
     try:
         shape = shape_of(t)
         dtype = t.dtype
@@ -92,16 +96,20 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS) -> tuple:
             except Exception:  # noqa: BLE001 - e.g. a conjugate view numpy will not take
                 head = None
             if head is not None:
-                if n > max_elements and (dtype in _FLOATING or dtype in _COMPLEX):
-                    finite, at = finiteness(t)
-                    return (shape, dtype, n, head, None, finite, at)
+                if n > max_elements and check and (dtype in _FLOATING or dtype in _COMPLEX):
+                    if finite:
+                        return (shape, dtype, n, head, None, True, None)
+                    ok, at = finiteness(t)
+                    return (shape, dtype, n, head, None, ok, at)
                 return (shape, dtype, n, head)
         if n <= max_elements:
             return (shape, dtype, n, tuple(_T.tolist(_T.reshape(t, -1))))
         head = tuple(_T.tolist(_leading(t, max_elements)))
-        if dtype in _FLOATING or dtype in _COMPLEX:
-            finite, at = finiteness(t)
-            return (shape, dtype, n, head, None, finite, at)
+        if check and (dtype in _FLOATING or dtype in _COMPLEX):
+            if finite:
+                return (shape, dtype, n, head, None, True, None)
+            ok, at = finiteness(t)
+            return (shape, dtype, n, head, None, ok, at)
         return (shape, dtype, n, head)
     except Exception as exc:  # noqa: BLE001
         return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
@@ -129,6 +137,53 @@ def finiteness(t: torch.Tensor) -> tuple[bool | None, int | None]:
 
 
 _HALF = frozenset({torch.float16, torch.bfloat16})
+
+
+def known_finite(h: Any) -> bool:
+    """Whether a head (see :func:`read_head`) proves every element finite: the whole
+    tensor's check said so, or the head holds every element and they all are."""
+    if h is None:
+        return False
+    if len(h) > 5:
+        return h[5] is True
+    values, n = h[3], h[2]
+    if values is None or len(values) < n:
+        return False
+    if n and h[1] not in _FLOATING and h[1] not in _COMPLEX:
+        return True
+    return _finite_head(values)[0]
+
+
+def elements_within(v: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether every element of ``v`` is an element of ``t``, read from their memory
+    alone: both plain CPU tensors of one dtype on one storage, ``t`` dense (its elements
+    fill one run of addresses, in any order of dimensions) and ``v``'s addresses inside
+    that run.  Then ``v`` is finite wherever ``t`` is, while they share a version (a
+    transpose, view, expand or slice of ``t``, as backward sends them)."""
+    try:
+        if v.dtype != t.dtype or not v.is_cpu or not t.is_cpu or type(v) is not _T or type(t) is not _T:
+            return False
+        if _T.untyped_storage(v).data_ptr() != _T.untyped_storage(t).data_ptr():
+            return False
+        lo = t.storage_offset()
+        expected = 1
+        for stride, size in sorted(zip(t.stride(), t.shape)):
+            if size == 1:
+                continue
+            if stride != expected:
+                return False  # (gaps or overlaps: not one run)
+            expected *= size
+        vlo = v.storage_offset()
+        vhi = vlo
+        for stride, size in zip(v.stride(), v.shape):
+            if size == 0:
+                return True  # (no elements)
+            if stride < 0:
+                return False
+            vhi += (size - 1) * stride
+        return lo <= vlo and vhi < lo + expected
+    except Exception:  # noqa: BLE001 - storage-less or odd tensors: not known
+        return False
 
 
 def _finite_head(head: tuple) -> tuple[bool, int | None]:
@@ -197,8 +252,8 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
     finite = at = None
     if len(read) > 5:
         finite, at = read[5], read[6]
-    elif head is not None and len(head) >= numel > 0 and (dtype in _FLOATING or dtype in _COMPLEX):
-        finite, at = _finite_head(head)
+    elif head is not None and len(head) >= numel >= 0 and (dtype in _FLOATING or dtype in _COMPLEX):
+        finite, at = _finite_head(head)  # (an empty tensor holds no NaN: finite)
     return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None, finite, at)
 
 
@@ -421,7 +476,7 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
     if state is not None:
         keep = previous if previous is not None else None
         if state is HIDDEN:
-            kept = () if book is None else checkpoint_storages(fn, raw, book)
+            kept = () if book is None else saved_storages(checkpoint_storages(fn, raw, book))
             return SavedEntry(short, HIDDEN, keep.tensor if keep else None, keep.summary if keep else None, None, kept), True
         # (An empty slot may also be a tensor that was never saved: on a first read,
         # read the attribute for real.)
@@ -438,9 +493,9 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
         return prev._replace(state=UNREADABLE), True
     if isinstance(value, torch.Tensor):
         tid = resolve(value, short) if resolve is not None else None
-        return SavedEntry(short, LIVE, tid, tensor_summary(value), None, () if book is None else book.of(value)), True
+        return SavedEntry(short, LIVE, tid, tensor_summary(value), None, () if book is None else saved_storages(book.of(value))), True
     holds = _holds_tensor(value)
-    return SavedEntry(short, LIVE, None, None, _plain(value), book.of(value) if holds and book is not None else ()), holds
+    return SavedEntry(short, LIVE, None, None, _plain(value), saved_storages(book.of(value)) if holds and book is not None else ()), holds
 
 
 def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:

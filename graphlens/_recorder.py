@@ -12,7 +12,7 @@ import torch
 
 from ._backward_record import BackwardRecord
 from ._capture import (
-    _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD,
+    _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD, _SHAPE,
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from ._facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
@@ -254,10 +254,27 @@ class Recorder(FrameNotes, BackwardRecord):
         recs.append((
             shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             cls is _Parameter or (cls is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
-            detached_from, region, None if external or not scopes else scopes[-1], head(t, shape, self.max_elements),
+            detached_from, region, None if external or not scopes else scopes[-1],
+            head(t, shape, self.max_elements, check=not external),  # (see settle)
         ))
         self.by_id[key] = i
         return i
+
+    def settle(self, inputs) -> None:
+        """Check the inputs (record numbers) of a call whose output is not finite: a tensor
+        made before the block (a parameter, the data) is not checked for NaN and inf when it
+        is first used, only when a value made from it is not finite (now, while it is the
+        version the call used) or when a graph is built and it still is (see freeze).
+        Finite parameters cost nothing; a NaN that reached an output is found exactly."""
+        recs, refs, limit = self.tensors, self.refs, self.max_elements
+        for i in inputs:
+            r = recs[i]
+            h = r[_HEAD]
+            if h is None or len(h) != 4 or h[3] is None or len(h[3]) >= h[2]:
+                continue  # (checked already, or every element is in the head)
+            t = refs[i]()
+            if t is not None and version_of(t) == r[_VERSION]:
+                recs[i] = (*r[:_HEAD], head(t, r[_SHAPE], limit))
 
     def input(self, t: _Tensor, *, versions: bool = True) -> int:
         """The record of an input tensor, made now if the tensor came from outside.  With
@@ -486,6 +503,7 @@ class Recorder(FrameNotes, BackwardRecord):
         by_id[key] = i
         if h is not None and _not_finite(h):
             self.note_where(j, args)  # (rare: where a NaN or inf was made, inside the user's functions too)
+            self.settle(ins)
         if self.saved:
             self.read_saved_now(fn, j, (i,))
 
@@ -577,8 +595,10 @@ class Recorder(FrameNotes, BackwardRecord):
             made.append(i)
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
             self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)
-        elif op not in self.where and any(recs[i][_HEAD] is not None and _not_finite(recs[i][_HEAD]) for i in made):
-            self.note_where(op, ins)  # where a NaN or inf was made
+        if any(recs[i][_HEAD] is not None and _not_finite(recs[i][_HEAD]) for i in made):
+            if op not in self.where:
+                self.note_where(op, ins)  # where a NaN or inf was made
+            self.settle(in_ids)
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+from collections import deque
 from typing import Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef  # (a weak reference that frees itself)
 
 from ._guard import unreadable_why
 from .values import SavedStorage
 
-__all__ = ["StorageBook", "checkpoint_storages", "wrapped_number"]
+__all__ = ["StorageBook", "checkpoint_storages", "saved_storages", "wrapped_number"]
 
 _T = torch.Tensor
 _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
@@ -38,19 +39,30 @@ def wrapped_number(t: torch.Tensor) -> bool:
         return False
 
 
-class StorageBook:
-    """Numbers for the storages saved tensors keep alive (:class:`~graphlens.values.SavedStorage`),
-    one book per graph, numbered in the order first seen.  A storage is known by its data
-    pointer while it lives: the book keeps a weak reference to each (no memory is kept), so
-    an address reused after a storage was freed gets a new number."""
+_EXPIRED = torch.UntypedStorage._expired  # type: ignore[attr-defined]
+_FREE_WEAK_REF = torch.UntypedStorage._free_weak_ref  # type: ignore[attr-defined]
 
-    __slots__ = ("_seen", "_count")
+
+class StorageBook:
+    """Numbers for the storages saved tensors keep alive, one book per graph, numbered in the
+    order first seen.  A storage is known by its data pointer while it lives: the book keeps
+    torch's own weak reference to each (a number; no memory is kept), so an address reused
+    after a storage was freed gets a new number.  What it hands out are plain tuples
+    ``(number, nbytes, kind)`` (:func:`saved_storages` makes them
+    :class:`~graphlens.values.SavedStorage`): a trace of many ops then adds no object the
+    cyclic garbage collector must keep visiting."""
+
+    __slots__ = ("_seen", "_count", "_refs", "_release", "__weakref__")
 
     def __init__(self) -> None:
-        self._seen: dict[int, list] = {}  # data pointer -> [number, StorageWeakRef, last SavedStorage made]
+        self._seen: dict[int, tuple] = {}  # data pointer -> (number, weak reference, last tuple made)
         self._count = 0
+        self._refs: list[int] = []  # every weak reference taken, released together when the book goes
+        # (by torch's C function, mapped in C: no line of Python runs while the book is freed,
+        # so an interrupt arriving then is never swallowed by a __del__)
+        self._release = weakref.finalize(self, deque, map(_FREE_WEAK_REF, self._refs), 0)
 
-    def of(self, value: Any) -> tuple[SavedStorage, ...]:
+    def of(self, value: Any) -> tuple[tuple, ...]:
         """The storages of a saved value: one for a tensor, one per tensor of a list or tuple;
         none where torch hands out no storage (sparse, nested, meta or wrapper tensors)."""
         if isinstance(value, torch.Tensor):
@@ -67,7 +79,7 @@ class StorageBook:
             return tuple(out)
         return ()
 
-    def _one(self, t: torch.Tensor) -> SavedStorage | None:
+    def _one(self, t: torch.Tensor) -> tuple | None:
         try:
             if type(t) is not _T and unreadable_why(t) is not None:
                 return None
@@ -82,22 +94,38 @@ class StorageBook:
             else:
                 kind = "number" if wrapped_number(t) else "untracked"
             seen = self._seen.get(ptr)
-            if seen is None or seen[1].expired():
-                seen = self._seen[ptr] = [self._count, _StorageWeakRef(storage), None]
+            if seen is None or _EXPIRED(seen[1]):
+                ref = storage._weak_ref()
+                self._refs.append(ref)
+                seen = self._seen[ptr] = (self._count, ref, None)
                 self._count += 1
         except Exception:  # noqa: BLE001 - no storage to read: the entry stays unmeasured
             return None
         made = seen[2]
-        if made is None or made.nbytes != nbytes or made.kind != kind:
-            made = seen[2] = SavedStorage(seen[0], nbytes, kind)
+        if made is None or made[1] != nbytes or made[2] != kind:
+            made = (seen[0], nbytes, kind)
+            self._seen[ptr] = (seen[0], seen[1], made)
         return made
 
+    def close(self) -> None:
+        """Let go of every weak reference now (else when the book is dropped)."""
+        self._seen = {}
+        self._release()
+        self._refs = []
+        self._release = weakref.finalize(self, deque, map(_FREE_WEAK_REF, self._refs), 0)
 
-def checkpoint_storages(fn: Any, raw: str, book: StorageBook) -> tuple[SavedStorage, ...]:
+
+def saved_storages(raw: tuple) -> tuple[SavedStorage, ...]:
+    """:class:`~graphlens.values.SavedStorage` records from what :meth:`StorageBook.of` handed out."""
+    return tuple([SavedStorage(*r) for r in raw])
+
+
+def checkpoint_storages(fn: Any, raw: str, book: StorageBook) -> tuple[tuple, ...]:
     """What a saved tensor hidden by ``torch.utils.checkpoint`` (non-reentrant) keeps alive:
     its unpack hook holds the region's frame, which keeps the region's inputs (to recompute
     the region) and no saved tensor of it.  Read from the frame's own saved slots without
-    running any hook; ``()`` (unknown) for any other hook, or when a slot is itself hooked."""
+    running any hook; ``()`` (unknown) for any other hook, or when a slot is itself hooked.
+    Plain tuples, as :meth:`StorageBook.of` hands them out."""
     try:
         slot = getattr(fn, raw)
         out: list = []

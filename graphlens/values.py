@@ -47,7 +47,9 @@ class Summary(NamedTuple):
     quantized tensors, and saved tensors, of which only shape and dtype are known).
     ``min``, ``max`` and ``mean`` are floats where they apply and were read, else
     ``None``.  ``finite`` says whether every element is finite (no NaN, no infinity; ``None``
-    where it was not checked: integer and bool tensors, other devices) and ``nonfinite_at``
+    where it was not checked: integer and bool tensors, other devices, and a large tensor a
+    trace saw only as an input from before its block, which nothing non-finite was made
+    from and which changed or was freed before the graph was built) and ``nonfinite_at``
     the flat row-major index of the first element that is not.  ``unread`` says why the
     values were not read, where graphlens could not
     (``"a quantized tensor"``, ``"a LoggingTensor: a tensor subclass with its own

@@ -336,3 +336,106 @@ def test_random_programs_name_the_first_nonfinite_maker(program):
             assert e.reason.startswith("nonfinite"), (e.reasons, str(e), program)
             assert check(e) == [], (check(e), program)
             event("leaf gradient explained")
+
+
+# -- what is read, and what is known without reading (issue 25's price) ----------------------------
+def test_elements_within_reads_memory_only():
+    """A transpose, an expand or a slice of a dense tensor holds only its elements; another storage or a gap does not."""
+    from graphlens._facts import elements_within
+
+    storage = torch.randn(300)
+    t = storage[:128].view(8, 16)
+    assert elements_within(t.t(), t) and elements_within(t[2:5, 3:9], t) and elements_within(t[:1].expand(4, 16), t)
+    assert elements_within(t.view(-1)[5:70].view(5, 13), t.t())  # (the transpose is dense too, in another order)
+    assert not elements_within(t.clone(), t) and not elements_within(t.double(), t)
+    gapped = t[:, ::2]
+    assert not elements_within(t, gapped) and elements_within(gapped[:, 1:], gapped) is False
+    assert not elements_within(storage[120:140], t) and not elements_within(torch.as_strided(t, (2,), (200,)), t)
+    assert elements_within(torch.as_strided(t, (2,), (100,)), t)  # (inside t's run of addresses)
+
+
+def _engine_finiteness(root: torch.Tensor) -> list:
+    """What each backward node sent, finite or not, in the engine's order: read by the test's own hooks
+    (clones of nothing: torch.isfinite on the live gradients), never by graphlens."""
+    seen, stack, handles, out = set(), [root.grad_fn], [], []
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        handles.append(fn.register_hook(
+            lambda gi, go, name=fn.name().split("::")[-1]: out.append((name, tuple(None if g is None else bool(torch.isfinite(g).all()) for g in gi)))))
+        stack += [c for c, _ in fn.next_functions]
+    return out, handles
+
+
+@st.composite
+def linear_programs(draw):
+    """A small linear layer on a batch whose input may hold one huge, infinite or NaN element; then
+    views (transpose, slice, expand) and a reduction, so backward sends views of what it received."""
+    batch, d_in, d_out = draw(st.integers(1, 4)), draw(st.integers(3, 9)), draw(st.integers(3, 9))
+    poison = draw(st.sampled_from([None, 1e30, float("inf"), float("-inf"), float("nan")]))
+    where = (draw(st.integers(0, batch - 1)), draw(st.integers(0, d_in - 1)))
+    tail = draw(st.lists(st.sampled_from(["t", "slice", "expand", "relu", "square"]), max_size=4))
+    return batch, d_in, d_out, poison, where, tuple(tail)
+
+
+@settings(max_examples=200 if THOROUGH else 40, deadline=None)
+@given(program=linear_programs())
+def test_every_recorded_gradient_is_as_finite_as_torch_says(program):
+    """Gradients known finite without a reduction (views of finite ones, a leaf's .grad that is the very gradient it got)
+    are flagged exactly as torch.isfinite says, step by step, and so is every weight's .grad."""
+    batch, d_in, d_out, poison, where, tail = program
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(d_in, d_out)
+    x = torch.randn(batch, d_in)
+    if poison is not None:
+        x[where] = poison
+    with gl.trace() as tr:
+        y = layer(x)
+        for op in tail:
+            y = {"t": lambda v: v.transpose(0, -1), "slice": lambda v: v[..., 1:], "expand": lambda v: v.unsqueeze(0).expand(2, *v.shape),
+                 "relu": torch.relu, "square": lambda v: v * v}[op](y)
+        loss = y.sum()
+        truth, handles = _engine_finiteness(loss)
+        try:
+            loss.backward()
+        finally:
+            for h in handles:
+                h.remove()
+    rp = tr.replay()
+    recorded = [(rp.graph.node(s.op).name, tuple(None if g is None else g.finite for g in s.grads_out)) for s in rp.steps]
+    assert recorded == truth, (recorded, truth)
+    g = tr.graph()
+    for p in (layer.weight, layer.bias):
+        node = next(t for t in g.tensors if t.is_parameter and tuple(t.shape) == tuple(p.shape))
+        assert node.grad.finite == bool(torch.isfinite(p.grad).all()), (node.grad, p.grad)
+
+
+def test_a_parameter_is_checked_when_what_it_made_is_not_finite():
+    """A NaN weight is found, with its position, when a value made from it is not finite, even after the weight changed."""
+    layer = torch.nn.Linear(8, 8)
+    with torch.no_grad():
+        layer.weight[3, 5] = float("nan")
+    with gl.trace() as tr:
+        loss = layer(torch.randn(2, 8)).sum()
+    with torch.no_grad():
+        layer.weight.zero_()  # (a new version: the graph shows the record, not the live weight)
+    w = next(t for t in tr.graph().tensors if t.is_parameter and tuple(t.shape) == (8, 8))
+    assert (w.value.finite, w.value.nonfinite_at) == (False, 3 * 8 + 5)
+    assert gl.explain(loss, tr).reasons[0].startswith("nonfinite"), str(gl.explain(loss, tr))
+
+
+def test_a_parameter_nothing_made_nan_from_is_unknown_never_finite():
+    """A NaN weight that only masked ops read, changed after the block, is shown as not checked (None), never as finite."""
+    w = torch.randn(8, 8, requires_grad=True)
+    with torch.no_grad():
+        w[1, 1] = float("nan")
+    with gl.trace() as tr:
+        loss = torch.where(torch.isfinite(w), w, torch.zeros(())).sum()
+        loss.backward()
+    with torch.no_grad():
+        w.add_(1.0)
+    node = next(t for t in tr.graph().tensors if t.is_leaf and t.requires_grad and tuple(t.shape) == (8, 8))
+    assert node.value.finite is None and node.value.head is not None
+    assert torch.isfinite(loss)
