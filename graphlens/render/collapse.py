@@ -27,18 +27,26 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
     budget = min(MODULE_NODES, o.max_nodes)
     lowered = lowered_ops(graph) if graph is not None and levels else {}
+    tried: dict[int, tuple] = {}  # depth -> the collapsed picture (each level is built once)
+
+    def at(k: int) -> tuple:
+        if k not in tried:
+            box = _box_map(nodes, edges, k)
+            tried[k] = (bool(box), _fold(*_collapse_scopes(nodes, edges, box, lowered), o))
+        return tried[k]
+
     if depth is None and levels and len(nodes) > budget:
         fits = None
         for k in range(1, levels + 1):
-            if len(_fold(*_collapse_scopes(nodes, edges, _box_map(nodes, edges, k)), o)[0]) <= budget:
+            if len(at(k)[1][0]) <= budget:
                 fits = k
             else:
                 break
         depth = fits if fits is not None else 1
     if depth is not None:
-        box = _box_map(nodes, edges, depth)
-        if box:
-            nodes, edges = _fold(*_collapse_scopes(nodes, edges, box, lowered), o)
+        boxed, picture = at(depth)
+        if boxed:
+            nodes, edges = picture
     if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source == "trace":
         nodes, edges = fold_loops(graph, nodes, edges)
     if len(nodes) > o.max_nodes:
