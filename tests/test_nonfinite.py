@@ -439,3 +439,15 @@ def test_a_parameter_nothing_made_nan_from_is_unknown_never_finite():
     node = next(t for t in tr.graph().tensors if t.is_leaf and t.requires_grad and tuple(t.shape) == (8, 8))
     assert node.value.finite is None and node.value.head is not None
     assert torch.isfinite(loss)
+
+
+def test_a_head_shows_nan_and_inf_of_any_number_kind():
+    """The recorder's check of a head: NaN, +inf, -inf and complex infinities are non-finite; ints, bools, finite numbers are not."""
+    from graphlens._recorder import _not_finite
+
+    inf, nan = float("inf"), float("nan")
+    cases = [((1.0, 2.0), False), ((inf, 1.0), True), ((-inf,), True), ((nan,), True), ((inf, -inf), True),
+             ((True, False), False), ((1, 2), False), ((1 + 2j,), False), ((complex(inf, 0),), True),
+             ((complex(0, nan),), True), ((), False)]
+    for values, expected in cases:
+        assert _not_finite(((len(values),), torch.float32, len(values), values)) is expected, values
