@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import graphlens as gl  # noqa: E402
@@ -54,18 +52,13 @@ def main(repeats: int = 15) -> None:
     print(f"to_dot of a prebuilt chain, {repeats} interleaved repeats (target <= {floors.TARGETS_F['to_dot_vs_text']}x text)")
     per_op = {}
     for n in (10_000, 100_000):
-        x = torch.randn(2, requires_grad=True)
-        y = x
-        for _ in range(n):
-            y = y * 1.0001
-        g = gl.snapshot(y, saved=False)
-        _ = g.ops, g.edges
+        g = floors.chain_graph(n)
         s = paired({"dot": lambda: to_dot(g).source, "text": lambda: floors.text_dot(g), "read": lambda: read_floor(g)}, repeats)
         per_op[n] = statistics.median(s["dot"]) / n
         print(f"  {n:>7,} ops: to_dot {statistics.median(s['dot']) * 1e3:7.2f} ms, text {statistics.median(s['text']) * 1e3:6.2f} ms,"
               f" read floor {statistics.median(s['read']) * 1e3:6.2f} ms; to_dot/text {_ratio(s, 'dot', 'text')},"
               f" read floor/text {_ratio(s, 'read', 'text')}, to_dot/read floor {_ratio(s, 'dot', 'read')}")
-        del g, y, x
+        del g
     print(f"  growth per op 100k/10k: {per_op[100_000] / per_op[10_000]:.2f} (target <= {floors.TARGETS_F['to_dot_growth']})")
     if floors.make_dot is None:
         print("  torchviz missing: no make_dot rows")

@@ -20,10 +20,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 import graphlens as gl
-from run import tiny_chain_step  # (part c's step; run.py imports this module only inside its functions)
+from run import _HookMode, tiny_chain_step  # (part c's; run.py imports this module only inside its functions)
 
 try:
     from graphlens.render import to_dot
@@ -153,6 +152,17 @@ def flat_saved_walk(root: torch.Tensor) -> list:
     return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
 
 
+def chain_graph(n: int) -> gl.Graph:
+    """The snapshot of an ``n``-op chain, its ops and edges already listed (to_dot's input)."""
+    x = torch.randn(2, requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = y * 1.0001
+    g = gl.snapshot(y, saved=False)
+    _ = g.ops, g.edges
+    return g
+
+
 def text_dot(g: gl.Graph) -> str:
     """The text baseline: one DOT line per node (its id and a label) and per edge, written as
     plain text from a prebuilt graph (what any writer of the same picture must produce)."""
@@ -222,17 +232,12 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
     if to_dot is not None:
         per_node = {}
         for n in (10_000, 100_000):
-            x = torch.randn(2, requires_grad=True)
-            y = x
-            for _ in range(n):
-                y = y * 1.0001
-            g = gl.snapshot(y, saved=False)
-            _ = g.ops, g.edges
+            g = chain_graph(n)
             res = interleaved({"dot": lambda: to_dot(g).source, "text": lambda: text_dot(g)}, max(3, repeats // 3), floor)
             per_node[n] = res["dot"]["median_s"] / n
             out["to_dot"].append({"ops": n, "to_dot_ms": res["dot"]["median_s"] * 1e3, "text_ms": res["text"]["median_s"] * 1e3,
                                   "to_dot_vs_text": ratio(res, "dot", "text")})
-            del g, y, x
+            del g
         out["to_dot_growth"] = per_node[100_000] / per_node[10_000]
     step = tiny_chain_step(2000)
     x = torch.randn(4, requires_grad=True)
@@ -286,7 +291,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
     return out
 
 
-class _CheckFloorMode(TorchFunctionMode):
+class _CheckFloorMode(_HookMode):
     """The least an exact NaN/inf check of every value costs: one reduction (``sum``, read with
     ``item``) of each floating value an op makes with more elements than a head holds, and of
     each such gradient a backward node sends (a post-hook on every node, as the trace has).
@@ -297,15 +302,12 @@ class _CheckFloorMode(TorchFunctionMode):
         self.check = check
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is torch.Tensor.backward:
-            return self._backward(func, args, kwargs)
-        out = func(*args, **kwargs)
-        if self.check and type(out) is torch.Tensor and out.is_floating_point() and out.numel() > 6:
+        out = super().__torch_function__(func, types, args, kwargs)
+        if self.check and func is not torch.Tensor.backward and type(out) is torch.Tensor and out.is_floating_point() and out.numel() > 6:
             torch.Tensor.item(torch.Tensor.sum(out))
         return out
 
-    def _backward(self, func, args, kwargs):
+    def make_hook(self):
         check = self.check
 
         def hook(grad_inputs, grad_outputs):
@@ -313,20 +315,7 @@ class _CheckFloorMode(TorchFunctionMode):
                 for g in grad_inputs:
                     if g is not None and g.numel() > 6:
                         torch.Tensor.item(torch.Tensor.sum(g))
-
-        seen, stack, handles = set(), [args[0].grad_fn], []
-        while stack:
-            fn = stack.pop()
-            if fn is None or fn in seen:
-                continue
-            seen.add(fn)
-            handles.append(fn.register_hook(hook))
-            stack.extend(c for c, _ in fn.next_functions)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            for h in handles:
-                h.remove()
+        return hook
 
 
 def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor: float, chain_step: Callable) -> list:

@@ -161,19 +161,26 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
         else:
             out.extend(_items(local_map))
     finally:
-        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            # References: the frame's cache, ``local_map`` and getrefcount's argument.
-            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                _forget(frame, local_map)
+        if is_function:
+            _let_go(frame, local_map)
         del local_map
     if with_globals and is_function:
         out.extend(_items(frame.f_globals))
     return out
 
 
-#: ``sys.getrefcount`` of a frame's cached locals dict that only the frame holds (the
-#: frame, one local variable and the call's argument).
-_UNHELD_REFS = 3
+#: ``sys.getrefcount`` of a frame's cached locals dict that only the frame holds, read in
+#: :func:`_let_go` (the frame, the caller's variable, its parameter and the call's argument).
+_UNHELD_REFS = 4
+
+
+def _let_go(frame: FrameType, local_map: Any) -> None:
+    """After a function frame's variables were read through ``frame.f_locals`` (before 3.13 a
+    dict the frame caches): empty that dict when nobody else holds it (see :func:`_forget`),
+    so it keeps no local alive."""
+    if local_map is not frame.f_globals and sys.version_info < (3, 13):
+        if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
+            _forget(frame, local_map)
 
 
 def _forget(frame: FrameType, local_map: dict) -> None:
@@ -195,9 +202,8 @@ def frame_values(frame: FrameType, names: tuple[str, ...]) -> list[Any]:
     try:
         return [local_map.get(n) for n in names]
     finally:
-        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                _forget(frame, local_map)
+        if is_function:
+            _let_go(frame, local_map)
         del local_map
 
 
@@ -210,9 +216,8 @@ def frame_objects_where(frame: FrameType, wanted, *, with_globals: bool = True) 
     try:
         out = [(k, v) for k, v in list(local_map.items()) if isinstance(k, str) and wanted(v)]
     finally:
-        if is_function and local_map is not frame.f_globals and sys.version_info < (3, 13):
-            if type(local_map) is dict and sys.getrefcount(local_map) <= _UNHELD_REFS:
-                _forget(frame, local_map)
+        if is_function:
+            _let_go(frame, local_map)
         del local_map
     if with_globals and is_function:
         out.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and wanted(v))

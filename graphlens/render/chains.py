@@ -42,6 +42,19 @@ def periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, in
     return best
 
 
+def _walk(nid: str, step: Mapping[str, str], simple: set, visited: set, stop: str) -> list[str]:
+    """The simple, unvisited nodes met going from ``nid`` along ``step`` (``pred`` or
+    ``succ``), up to ``stop`` (where a loop closes), ``nid`` left out."""
+    out: list[str] = []
+    cur = nid
+    while True:
+        nxt = step[cur]
+        if nxt in visited or nxt not in simple or nxt == stop:
+            return out
+        out.append(nxt)
+        cur = nxt
+
+
 def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set, pred: Mapping[str, str], succ: Mapping[str, str],
                 sig: Callable[[str], str], *, through: set | None = None) -> list[tuple[list[str], list[str], int, int]]:
     """The chains to draw, each as ``(member ids, the op texts of its pattern, period,
@@ -55,25 +68,10 @@ def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set
     for nid in starts:
         if nid in visited:
             continue
-        back: list[str] = []
-        cur = nid
-        while True:
-            p = pred[cur]
-            if p in visited or p not in simple or p == nid:
-                break
-            back.append(p)
-            cur = p
-        back.reverse()
-        run = back
+        run = _walk(nid, pred, simple, visited, nid)
+        run.reverse()
         run.append(nid)
-        first = run[0]
-        cur = nid
-        while True:
-            q = succ[cur]
-            if q in visited or q not in simple or q == first:
-                break
-            run.append(q)
-            cur = q
+        run += _walk(nid, succ, simple, visited, run[0])
         visited.update(run)
         if through is not None and through.isdisjoint(run):
             op_pos: list[int] | range = range(len(run))
