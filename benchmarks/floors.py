@@ -325,7 +325,7 @@ def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor
     (:class:`_CheckFloorMode`: one reduction per value made and per gradient sent).  Garbage is
     collected before each sample: which side a full collection lands on is otherwise a matter of
     the order, and the checks allocate nothing that lives."""
-    from graphlens import _facts, _recorder
+    from graphlens._live import facts as _facts, _recorder
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),

@@ -287,7 +287,7 @@ class _HookFloorMode(_HookMode):
     else): what recording the gradients cost before the trace read each gradient only once."""
 
     def make_hook(self):
-        from graphlens._facts import read_head
+        from graphlens._live.facts import read_head
 
         store: list = []
 

@@ -40,7 +40,7 @@ Graphs are plain values: ``g.to_json()``, ``Graph.from_json(...)``; draw them wi
 
 from . import claims
 from .explain import Explanation, explain, explain_error
-from ._safety import DeepGraphWarning
+from ._live.safety import DeepGraphWarning
 from .compare import Comparison, compare
 from .replay import Replay, replay
 from .graph import Edge, Graph, OpNode, SavedEntry, SavedState, Summary, TensorNode

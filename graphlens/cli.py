@@ -438,7 +438,7 @@ def autograd_explanation(error: BaseException, trace) -> object | None:
 
 
 #: graphlens's own frames in a replayed script's traceback (the runner, the trace's mode and hooks).
-_RUNNER_MODULES = ("replay", "trace", "_recorder", "_backward_record", "_capture", "_safety", "_attribution")
+_RUNNER_MODULES = ("replay", "trace", "_live/recorder", "_live/backward", "_live/capture", "_live/safety", "_live/attribution")
 
 
 def script_traceback(error: BaseException) -> str:
@@ -451,7 +451,7 @@ def script_traceback(error: BaseException) -> str:
     from .names import CALLER_NAME
 
     package = os.path.dirname(os.path.abspath(__file__))
-    ours = {os.path.join(package, f"{name}.py") for name in _RUNNER_MODULES}
+    ours = {os.path.join(package, *f"{name}.py".split("/")) for name in _RUNNER_MODULES}
     torch_dir = os.path.dirname(os.path.abspath(sys.modules["torch"].__file__)) if "torch" in sys.modules else None
 
     import runpy

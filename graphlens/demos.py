@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, NamedTuple, Sequence
 
-from ._facts import summarize as show
+from ._live.facts import summarize as show
 from .graph import Graph
 
 __all__ = ["Demo", "demo_dir", "list_demos", "find_demo", "run_demo", "demo_args", "save", "report_claims", "show"]

@@ -20,8 +20,8 @@ __all__ = [
 #: caller" when names are inferred: graphlens's machinery.  The claims and demos are
 #: user programs and are not listed.
 INTERNAL_MODULES = frozenset({
-    "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._facts", "graphlens._util",
-    "graphlens._checks", "graphlens._safety", "graphlens._recorder", "graphlens._frames", "graphlens._storages", "graphlens._freeze", "graphlens._attribution", "graphlens._guard", "graphlens.explain", "graphlens.replay", "contextlib",
+    "graphlens.snapshot", "graphlens.trace", "graphlens.names", "graphlens._util", "graphlens._checks",
+    "graphlens._live", "graphlens.explain", "graphlens.replay", "contextlib",
 })
 #: The name of the one-line function through which a trace calls torch at the user's
 #: line (so torch's warnings name that line): its frame looks like the user's, but is not.

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
 
-from ._safety import KEEP_MIN_NODES, keep_children
+from ._live.safety import KEEP_MIN_NODES, keep_children
 
 __all__ = ["LEAF_KINDS", "OP_KINDS", "Step", "Program", "Executed", "FunctionProgram", "backward_nodes"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from ._facts import make_summary
+from ._live.facts import make_summary
 from .graph import Graph
 from .values import PRECISION, Summary
 
@@ -466,7 +466,7 @@ class Replay:
 
 def build(rec, graph: Graph) -> Replay:
     """The replay of the steps ``rec`` (a trace's record store) observed."""
-    from ._capture import _NAME
+    from ._live.capture import _NAME
 
     ops = rec.ops
     # The .grad writes by step, with the value each tensor held before.

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 import torch
 
 from ._checks import check_count, check_optional_flag
-from ._guard import quiet
-from ._facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_attributes, tensor_node
-from ._safety import KEEP_MIN_NODES, keep_walked
+from ._live.guard import quiet
+from ._live.facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_attributes, tensor_node
+from ._live.safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
 from .names import NameBook, user_frame
@@ -103,7 +103,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         push(reversed(nf))
     del stack, pop, push, record
     fns = list(index)
-    if len(fns) >= KEEP_MIN_NODES:  # freeing the graph must stay safe (see graphlens._safety)
+    if len(fns) >= KEEP_MIN_NODES:  # freeing the graph must stay safe (see graphlens._live.safety)
         keep_walked(fns, nexts)
 
     # 2. Per op only plain data is kept: its class, its next_functions as parallel lists

@@ -13,14 +13,14 @@ from typing import Any, Callable, Iterator, Mapping
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ._attribution import _HANDLE_TORCH_FUNCTION, call_from, caller_of_mode, clean_traceback, forget_callers
+from ._live.attribution import _HANDLE_TORCH_FUNCTION, call_from, caller_of_mode, clean_traceback, forget_callers
 from ._checks import check_count, check_flag
-from ._facts import MAX_ELEMENTS
-from ._guard import _dispatch_depth, _peek_transform, quiet
-from . import _modestack
-from ._modestack import fast_paths_kept, on_stack as _on_stack, put_at_bottom as _put_at_bottom, take_off_stack as _take_off_stack
-from ._freeze import freeze
-from ._recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
+from ._live.facts import MAX_ELEMENTS
+from ._live.guard import _dispatch_depth, _peek_transform, quiet
+from ._live import modestack as _modestack
+from ._live.modestack import fast_paths_kept, on_stack as _on_stack, put_at_bottom as _put_at_bottom, take_off_stack as _take_off_stack
+from ._live.freeze import freeze
+from ._live.recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
 from ._util import tensors_in
 from .graph import Graph
 from .names import user_frame
@@ -96,7 +96,7 @@ class _Mode(TorchFunctionMode):
     that thread is open.  Each call is recorded by the traces open in the calling context
     (asyncio task, thread, ``contextvars`` context) whose block is running now (not a
     suspended generator or coroutine); for everyone else it is a plain pass-through.
-    graphlens's own reads run under :func:`graphlens._guard.quiet`, so a user's mode or
+    graphlens's own reads run under :func:`graphlens._live.guard.quiet`, so a user's mode or
     subclass sees exactly the program's calls."""
 
     def __init__(self) -> None:

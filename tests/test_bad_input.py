@@ -53,7 +53,7 @@ def test_saved_name_cache_keeps_no_backward_class_alive():
     import gc
     import weakref
 
-    from graphlens import _facts
+    from graphlens._live import facts as _facts
 
     refs = []
     for i in range(200):

@@ -188,7 +188,7 @@ def test_a_kept_intermediate_dropped_later_in_a_worker_frees_safely():
 def test_small_graphs_carry_no_graphlens_key_and_deep_ones_one_documented_key():
     """graphlens writes into grad_fn.metadata only on graphs of KEEP_MIN_NODES nodes or
     more, and then only its one documented key (what keeps freeing them safe)."""
-    from graphlens._safety import KEEP_KEY, KEEP_MIN_NODES
+    from graphlens._live.safety import KEEP_KEY, KEEP_MIN_NODES
 
     x = torch.randn(2, requires_grad=True)
     small = (x * 2).sum()

@@ -311,7 +311,7 @@ def test_a_failure_inside_graphlens_never_reaches_the_users_program():
     """An error raised inside graphlens's recording (injected with sys.settrace at the
     recorder's first line) does not stop the user's line: the program runs on with the same
     numbers, and tr.graph() says the records are incomplete and why."""
-    recorder = os.path.join(os.path.dirname(gl.__file__), "_recorder.py")
+    recorder = os.path.join(os.path.dirname(gl.__file__), "_live", "recorder.py")
     fired = []
 
     def tracer(frame, event, arg):
@@ -395,8 +395,8 @@ _PKG = os.path.dirname(gl.__file__) + os.sep
 MACHINERY = frozenset(
     _PKG + name
     for name in (
-        "trace.py", "_recorder.py", "_frames.py", "_backward_record.py", "_capture.py", "_facts.py", "_storages.py", "_freeze.py", "_util.py",
-        "_guard.py", "names.py", "_attribution.py", "_safety.py", "snapshot.py", "_modestack.py",
+        "trace.py", "_live/recorder.py", "_live/frames.py", "_live/backward.py", "_live/capture.py", "_live/facts.py", "_live/storages.py",
+        "_live/freeze.py", "_util.py", "_live/guard.py", "names.py", "_live/attribution.py", "_live/safety.py", "snapshot.py", "_live/modestack.py",
     )
 )
 
@@ -854,7 +854,7 @@ def test_a_deep_traced_graph_is_freed_safely_in_a_thread_with_a_small_stack():
 def test_a_warning_frame_costs_the_same_at_any_line_of_a_long_file():
     """The frame graphlens calls torch from at a user's line is the one compiled template
     moved to that line (nothing is compiled per line, so a long file costs no more)."""
-    from graphlens import _attribution
+    from graphlens._live import attribution as _attribution
 
     far = _attribution._one_liner("/somewhere/long.py", 1_000_000)
     near = _attribution._one_liner("/somewhere/long.py", 3)

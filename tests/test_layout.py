@@ -67,7 +67,7 @@ def test_module_has_a_docstring_and_all(path):
 
 def test_recording_never_imports_explaining():
     """trace, the recorder and snapshot do not import graphlens.explain (the package face wires the error explainer)."""
-    for mod in ("graphlens.trace", "graphlens._recorder", "graphlens._backward_record", "graphlens.snapshot"):
+    for mod in ("graphlens.trace", "graphlens._live.recorder", "graphlens._live.backward", "graphlens.snapshot"):
         path = PACKAGE.parent / (mod.replace(".", "/") + ".py")
         assert not any(m.startswith("graphlens.explain") for m in _top_level_imports(path)), mod
 

@@ -18,7 +18,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import graphlens as gl
-from graphlens._facts import finiteness, summarize
+from graphlens._live.facts import finiteness, summarize
 from graphlens.explain.nonfinite import NONFINITE_REASONS, explain_nonfinite, nonfinite_in
 from graphlens.explain.nonfinite_causes import index
 from graphlens.explain.premises import check
@@ -341,7 +341,7 @@ def test_random_programs_name_the_first_nonfinite_maker(program):
 # -- what is read, and what is known without reading (issue 25's price) ----------------------------
 def test_elements_within_reads_memory_only():
     """A transpose, an expand or a slice of a dense tensor holds only its elements; another storage or a gap does not."""
-    from graphlens._facts import elements_within
+    from graphlens._live.facts import elements_within
 
     storage = torch.randn(300)
     t = storage[:128].view(8, 16)
@@ -443,7 +443,7 @@ def test_a_parameter_nothing_made_nan_from_is_unknown_never_finite():
 
 def test_a_head_shows_nan_and_inf_of_any_number_kind():
     """The recorder's check of a head: NaN, +inf, -inf and complex infinities are non-finite; ints, bools, finite numbers are not."""
-    from graphlens._recorder import _not_finite
+    from graphlens._live.recorder import _not_finite
 
     inf, nan = float("inf"), float("nan")
     cases = [((1.0, 2.0), False), ((inf, 1.0), True), ((-inf,), True), ((nan,), True), ((inf, -inf), True),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import graphlens as gl
-from graphlens._facts import summarize
+from graphlens._live.facts import summarize
 from graphlens.charts import article_example
 
 
@@ -388,7 +388,7 @@ def test_sequence_now_is_the_number_of_the_next_node(where):
     """sequence_now() is the autograd sequence number the next node made on this thread gets, and reading it makes no node."""
     import threading
 
-    from graphlens._capture import probe_sequence_now, sequence_now
+    from graphlens._live.capture import probe_sequence_now, sequence_now
 
     seen = []
 

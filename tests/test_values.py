@@ -48,7 +48,7 @@ def test_precision_gives_more_digits():
 def test_large_tensors_keep_a_head_and_stats_only_on_request():
     """A large tensor keeps its first elements in row-major order; a graph pays no reduction
     for min/max/mean (None), which summarize(t, stats=True) reads of all of it."""
-    from graphlens._facts import summarize
+    from graphlens._live.facts import summarize
 
     t = torch.arange(100.0).reshape(10, 10).t()  # not contiguous: row-major order of the view
     s = gl.snapshot((t.requires_grad_() * 1).sum()).find("t").value
@@ -62,7 +62,7 @@ def test_large_tensors_keep_a_head_and_stats_only_on_request():
 
 def test_dtypes_give_their_python_numbers():
     """Integer, bool and complex tensors give int, bool and complex heads; stats only where they apply."""
-    from graphlens._facts import summarize
+    from graphlens._live.facts import summarize
 
     i = summarize(torch.tensor([3, -1]))
     assert i.head == (3, -1) and all(type(v) is int for v in i.head) and (i.min, i.max) == (-1.0, 3.0)

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from .._capture import _VERSION
-from .._facts import summarize, version_of
+from .._live.capture import _VERSION
+from .._live.facts import summarize, version_of
 from ..graph import Graph
 from .types import Explanation
 

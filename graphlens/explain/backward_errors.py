@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .._facts import dtype_name, read_saved
+from .._live.facts import dtype_name, read_saved
 from ..graph import FREED, MODIFIED, OpNode
 from .context import TENSOR_TYPES, Context, root_graph, root_label
 from .live import shares_memory

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._guard import quiet
+from .._live.guard import quiet
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved

@@ -6,8 +6,8 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
-from .._facts import summarize
-from .._safety import KEEP_MIN_NODES, keep_children
+from .._live.facts import summarize
+from .._live.safety import KEEP_MIN_NODES, keep_children
 from ..graph import PRECISION
 from ..snapshot import snapshot
 from .live import reaches, shares_memory

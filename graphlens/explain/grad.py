@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from .._guard import quiet
+from .._live.guard import quiet
 from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
@@ -148,7 +148,7 @@ def _explain_recorded(
     if summed:
         hints["accumulated"] = summed
     if tid in moved:
-        from .._facts import summarize
+        from .._live.facts import summarize
 
         hints["changed_after"] = moved[tid] + (summarize(live).finite if live is not None else None,)
     origins = trace_origins(view, trace, [frame.f_code.co_filename] if frame is not None else [])
@@ -204,7 +204,7 @@ def _nonfinite_recorded(g: Graph, tid: str, trace: Any, names: Mapping[str, Any]
 def _nonfinite_live(tensor: torch.Tensor, candidates: list, names: Mapping[str, Any] | None) -> Explanation | None:
     """Without a trace: a tensor whose value or .grad holds NaN or infinity gets what its graph
     shows (where the first one is; the leaves that hold one), never a guessed origin."""
-    from .._facts import summarize
+    from .._live.facts import summarize
     from ..snapshot import snapshot
     from .nonfinite import explain_nonfinite
 

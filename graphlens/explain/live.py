@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-from .._safety import KEEP_MIN_NODES, keep_children
+from .._live.safety import KEEP_MIN_NODES, keep_children
 
 from ..graph import Graph
 from ..snapshot import snapshot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._facts import dtype_name
+from .._live.facts import dtype_name
 from .answer import Asked, Draft
 from .cuts import cut_fix, origin_cut, traced_cut
 from .evidence import in_optimizer

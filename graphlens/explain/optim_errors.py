@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .._facts import dtype_name, read_saved
+from .._live.facts import dtype_name, read_saved
 from ..graph import MODIFIED, OpNode
 from .context import Context, assignment_line, root_label
 from .live import find_live

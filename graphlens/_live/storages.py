@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from ._guard import unreadable_why
-from .values import SavedStorage
+from .guard import unreadable_why
+from ..values import SavedStorage
 
 __all__ = ["StorageBook", "checkpoint_storages", "saved_storages", "wrapped_number"]
 

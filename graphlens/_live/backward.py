@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from ._capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
-from ._facts import elements_within, known_finite, read_saved, same_data
-from ._guard import _dispatch_depth, quiet
-from ._util import paused_gc, tensors_in
+from .capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
+from .facts import elements_within, known_finite, read_saved, same_data
+from .guard import _dispatch_depth, quiet
+from .._util import paused_gc, tensors_in
 
 __all__ = ["BackwardRecord"]
 
@@ -56,7 +56,7 @@ def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tupl
 
 
 def _written(heads: dict, t: Any, limit: int, got: tuple, known: tuple) -> Any:
-    """The head of ``t.grad`` where torch keeps one (see :func:`~graphlens._capture.kept_grad`):
+    """The head of ``t.grad`` where torch keeps one (see :func:`~graphlens._live.capture.kept_grad`):
     when it is the very memory the node just got (an AccumulateGrad that kept the gradient
     instead of copying it), the head already read of that gradient."""
     if t is None or not (t.is_leaf or t.retains_grad):
@@ -106,7 +106,7 @@ def _note_grad(rec: Any, i: int, grad: Any) -> None:
 
 
 class BackwardRecord:
-    """The backward half of :class:`graphlens._recorder.Recorder` (its store is set up there)."""
+    """The backward half of :class:`graphlens._live.recorder.Recorder` (its store is set up there)."""
 
     def complete(self, fns: list, *, handles: list | None = None, before_backward: bool = False) -> set:
         """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges

@@ -10,17 +10,17 @@ from typing import Any
 
 import torch
 
-from ._backward_record import BackwardRecord
-from ._capture import (
+from .backward import BackwardRecord
+from .capture import (
     _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD, _SHAPE,
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
-from ._facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
-from ._frames import FrameNotes
-from ._guard import unreadable_why
-from .names import frame_values
-from ._safety import KEEP_MIN_NODES, keep_behind, keep_children
-from ._util import tensors_in
+from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
+from .frames import FrameNotes
+from .guard import unreadable_why
+from ..names import frame_values
+from .safety import KEEP_MIN_NODES, keep_behind, keep_children
+from .._util import tensors_in
 
 __all__ = [
     "Recorder", "PLAIN", "DETACH", "EXITS", "func_name", "grad_fn_of", "readable", "sequence_now",
@@ -49,7 +49,7 @@ EXITS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__bool__"
 
 
 def _not_finite(h: tuple) -> bool:
-    """Whether a value's head (see :func:`graphlens._facts.read_head`) shows a NaN or an
+    """Whether a value's head (see :func:`graphlens._live.facts.read_head`) shows a NaN or an
     infinity: the whole tensor's check, read with it, or the head's own numbers (their sum
     minus itself is 0 exactly when it is finite; for integers and bools always)."""
     if len(h) > 5:
@@ -366,7 +366,7 @@ class Recorder(FrameNotes, BackwardRecord):
             return j
         j = self.new_op(name, forward, region if forward else None, scope=self.scopes[-1] if self.scopes else None)
         self.by_seq[seq] = j
-        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
+        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._live.safety)
             keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         return j
 
@@ -488,7 +488,7 @@ class Recorder(FrameNotes, BackwardRecord):
         ops.append((type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti))
         self.by_seq[seq] = j
         self.calls.append(j)
-        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._safety)
+        if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._live.safety)
             keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         shape = tuple(out.shape)
         refs.append(_ref(out))

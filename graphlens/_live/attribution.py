@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from .names import CALLER_NAME, user_frame
+from ..names import CALLER_NAME, user_frame
 
 __all__ = ["as_user", "call_from", "caller_of_mode", "clean_traceback", "forget_callers", "watched", "is_attribution_frame"]
 

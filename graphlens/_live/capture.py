@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 import torch
 
-from ._facts import dtype_name, numel_of, plain_shape, read_head
-from ._storages import saved_storages
-from .graph import LIVE, UNREADABLE, SavedEntry, Summary
+from .facts import dtype_name, numel_of, plain_shape, read_head
+from .storages import saved_storages
+from ..graph import LIVE, UNREADABLE, SavedEntry, Summary
 
 __all__ = [
     "func_name", "grad_fn_of", "readable", "sequence_now", "head", "grad_head", "kept_grad", "saved_entry",
@@ -99,7 +99,7 @@ def probe_sequence_now() -> int:
 def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True) -> Any:
     """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere);
     ``check``: whether a large floating tensor is checked for NaN and inf now (one
-    reduction; see :func:`graphlens._facts.read_head`)."""
+    reduction; see :func:`graphlens._live.facts.read_head`)."""
     if not limit or not t.is_cpu:
         return None  # (on accelerators reading would wait for the device)
     if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
@@ -112,7 +112,7 @@ def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True) -> Any:
 
 def grad_head(g: Any, limit: int, *, finite: bool = False) -> Any:
     """What a record keeps of a gradient: its head as numbers (never raises); ``finite``:
-    the caller knows no element is NaN or inf (see :func:`graphlens._facts.read_head`)."""
+    the caller knows no element is NaN or inf (see :func:`graphlens._live.facts.read_head`)."""
     if g is None:
         return None
     try:

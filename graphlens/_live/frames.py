@@ -6,7 +6,7 @@ from types import FrameType
 
 import torch
 
-from .names import frame_candidates, frame_values, is_library, source_line, store_targets, user_frame
+from ..names import frame_candidates, frame_values, is_library, source_line, store_targets, user_frame
 
 __all__ = ["FrameNotes"]
 
@@ -14,7 +14,7 @@ _Tensor = torch.Tensor
 
 
 class FrameNotes:
-    """The part of :class:`~graphlens._recorder.Recorder` that reads the user's frames (a
+    """The part of :class:`~graphlens._live.recorder.Recorder` that reads the user's frames (a
     mixin: it uses the recorder's ``frame``, ``code``, ``tnames``, ``inner_names``,
     ``where``, ``origins`` and ``index_of``)."""
 

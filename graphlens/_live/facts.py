@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 import torch
 
-from ._guard import unreadable_why
-from .graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
-from ._storages import StorageBook, checkpoint_storages, saved_storages
+from .guard import unreadable_why
+from ..graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, SavedState, Summary, TensorNode
+from .storages import StorageBook, checkpoint_storages, saved_storages
 
 __all__ = [
     "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",

@@ -7,15 +7,15 @@ from typing import Any, Mapping
 
 import torch
 
-from ._facts import dtype_name, make_summary, plain_shape, tensor_node, version_of
-from ._capture import (
+from .facts import dtype_name, make_summary, plain_shape, tensor_node, version_of
+from .capture import (
     _DETACHED_FROM, _DEVICE, _DTYPE, _FORWARD, _HEAD, _INS, _IS_LEAF, _IS_PARAM, _IS_VIEW, _NAME, _OP, _OREGION,
     _LASTI, _OSCOPE, _OUTPUT_NR, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, readable,
 )
-from ._recorder import Recorder
-from ._util import paused_gc
-from .graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
-from .names import NameBook
+from .recorder import Recorder
+from .._util import paused_gc
+from ..graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
+from ..names import NameBook
 
 __all__ = ["freeze"]
 
