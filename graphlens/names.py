@@ -6,6 +6,7 @@ import dis
 import os
 import sys
 import weakref
+from collections import OrderedDict
 from types import FrameType
 from typing import Any, Iterator, Mapping
 
@@ -115,25 +116,49 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
         if isinstance(value, torch.Tensor):
             yield name, value
         elif isinstance(value, torch.nn.Module):
-            try:
-                later.extend((f"{name}.{p}", t) for p, t in value.named_parameters())
-                # Tensors kept as plain attributes (self.hidden = ...): a state carried between calls.
-                for sub_name, sub in value.named_modules():
-                    for attr, t in list(vars(sub).items())[:_MAX_CONTAINER]:
-                        if attr.startswith("_"):
-                            continue
-                        where = f"{name}.{sub_name + '.' if sub_name else ''}{attr}"
-                        if isinstance(t, torch.Tensor):
-                            later.append((where, t))
-                        elif isinstance(t, (tuple, list)) and 0 < len(t) <= 8:  # (h, c) of an LSTM
-                            later.extend((f"{where}[{i}]", x) for i, x in enumerate(t) if isinstance(x, torch.Tensor))
-            except Exception:  # noqa: BLE001 - a broken module must not break naming
-                pass
+            later.extend(_module_items(name, value))
         elif isinstance(value, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
             later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
         elif isinstance(value, dict) and 0 < len(value) <= _MAX_CONTAINER:
             later.extend((f"{name}[{k!r}]", t) for k, t in value.items() if isinstance(t, torch.Tensor))
     yield from later
+
+
+_Module = torch.nn.Module
+#: the types of module attributes that never hold a tensor (the settings, the dicts of
+#: parameters, buffers, submodules and hooks): skipped by type alone
+_PLAIN_ATTRS = frozenset({type(None), bool, int, float, str, dict, OrderedDict, set})
+
+
+def _module_items(name: str, module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """``(name, tensor)`` for the parameters of ``module`` (as ``named_parameters()`` lists
+    them), then the tensors its submodules keep as plain public attributes (``self.hidden
+    = ...``: a state carried between calls), found in one walk of its submodules."""
+    params: list[tuple[str, torch.Tensor]] = []
+    attrs: list[tuple[str, torch.Tensor]] = []
+    try:
+        own = type(module).named_parameters is _Module.named_parameters  # (else: the module's own listing)
+        if not own:
+            params.extend((f"{name}.{p}", t) for p, t in module.named_parameters())
+        memo: set[int] = set()
+        for sub_name, sub in module.named_modules():
+            held = vars(sub)
+            dot = f"{name}.{sub_name}." if sub_name else f"{name}."
+            if own:
+                for p, t in held.get("_parameters", {}).items():
+                    if t is not None and id(t) not in memo:
+                        memo.add(id(t))
+                        params.append((dot + p, t))
+            for attr, t in list(held.items())[:_MAX_CONTAINER]:
+                if type(t) in _PLAIN_ATTRS or attr.startswith("_"):
+                    continue
+                if isinstance(t, torch.Tensor):
+                    attrs.append((dot + attr, t))
+                elif isinstance(t, (tuple, list)) and 0 < len(t) <= 8 and not _PLAIN_ATTRS.issuperset(map(type, t)):  # (h, c) of an LSTM
+                    attrs.extend((f"{dot}{attr}[{i}]", x) for i, x in enumerate(t) if isinstance(x, torch.Tensor))
+    except Exception:  # noqa: BLE001 - a broken module must not break naming
+        return params
+    return params + attrs
 
 
 def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> list[tuple[str, torch.Tensor]]:

@@ -12,7 +12,8 @@ import torch
 
 from ._checks import check_count, check_optional_flag
 from ._live.guard import quiet
-from ._live.facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_attributes, tensor_node
+from ._live.capture import saved_entry
+from ._live.facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_rows, tensor_node
 from ._live.safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
@@ -171,7 +172,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
                     tid = variables.get(c) or by_output.get((c, child_nrs[k]))
                     if tid is not None:
                         near.append(tid)
-            saved_of.append(saved_attributes(fn, partial(_resolve, near, refs, by_id), book=book))
+            saved_of.append(saved_rows(fn, partial(_resolve, near, refs, by_id), book=book))  # (entries made in build_ops)
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special
 
@@ -188,7 +189,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
 
     def build_ops() -> list[OpNode]:
         return [
-            OpNode(f"op{i}", type_names[cls], None, saved_of[i] if saved_of else (), variables.get(i))
+            OpNode(f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])) if saved_of else (), variables.get(i))
             for i, cls in enumerate(types)
         ]
 

@@ -286,3 +286,65 @@ def test_saved_tensor_changed_in_place_is_not_called_freed():
     exp_op = next(o for o in tr.graph().ops if o.name == "ExpBackward0")
     assert {e.name: e.state for e in exp_op.saved} == {"result": MODIFIED}
     del z2
+
+
+def _saved_walk(root):
+    """Every node reachable from ``root`` in snapshot's walk order."""
+    seen, order, stack = set(), [], [root.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        order.append(fn)
+        stack.extend(c for c, _ in reversed(fn.next_functions))
+    return order
+
+
+@pytest.mark.parametrize("after_backward", [False, True])
+def test_saved_entries_equal_the_entry_by_entry_reader(after_backward):
+    """A snapshot's saved entries (read as compact rows, made into entries when asked) are exactly what saved_attributes reads, live and freed."""
+    from graphlens._live.facts import StorageBook, saved_attributes
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 2))
+    x = torch.randn(2, 3, 8, 8)
+    loss = (model(x).softmax(-1) * 3.0).pow(2).sum()
+    if after_backward:
+        loss.backward()
+    g = gl.snapshot(loss, saved=True)
+    book = StorageBook()  # (one for the walk, as the snapshot numbers storages)
+    direct = [tuple(e._replace(tensor=None) for e in saved_attributes(fn, book=book)) for fn in _saved_walk(loss)]
+    got = [tuple(e._replace(tensor=None) for e in op.saved) for op in g.ops]
+    assert got == direct
+    states = {e.state for op in g.ops for e in op.saved}
+    assert (FREED in states) == after_backward
+
+
+def test_module_names_equal_named_parameters_then_plain_tensor_attributes():
+    """A module in the caller's frame names its parameters as named_parameters() lists them (shared ones once), then tensors kept as attributes."""
+    from graphlens.names import _items
+
+    inner = torch.nn.Linear(2, 2)
+    inner.hidden = (torch.ones(1), torch.zeros(1))
+    inner.state = torch.ones(3)
+    inner.sizes = (3, 4)
+    model = torch.nn.Sequential(inner, torch.nn.ReLU(), inner, torch.nn.LSTM(2, 3))
+    got = [(name, id(t)) for name, t in _items({"model": model})]
+    params = [(f"model.{n}", id(p)) for n, p in model.named_parameters()]
+    assert got[:len(params)] == params
+    assert got[len(params):] == [("model.0.hidden[0]", id(inner.hidden[0])), ("model.0.hidden[1]", id(inner.hidden[1])),
+                                 ("model.0.state", id(inner.state))]
+
+
+def test_a_module_that_lists_its_own_parameters_is_asked_for_them():
+    """A module class that overrides named_parameters() names what its override lists."""
+    from graphlens.names import _items
+
+    class Renamed(torch.nn.Linear):
+        def named_parameters(self, *args, **kwargs):
+            for name, p in super().named_parameters(*args, **kwargs):
+                yield "renamed_" + name, p
+
+    m = Renamed(2, 2)
+    assert [n for n, _ in _items({"m": m})] == ["m.renamed_weight", "m.renamed_bias"]

@@ -133,13 +133,16 @@ def kept_grad(t: Any, limit: int) -> Any:
 
 
 def saved_entry(row: tuple) -> SavedEntry:
-    """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now`."""
-    if len(row) >= 5:  # (name, record, shape, dtype, storages[, number of a 0-d one])
+    """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now` or
+    :func:`~graphlens._live.facts.saved_rows` (a row that is a SavedEntry already is itself)."""
+    if type(row) is SavedEntry:
+        return row
+    if len(row) >= 5:  # (name, record or tensor id, shape, dtype, storages[, number of a 0-d one])
         short, i, shape, dtype, storages = row[:5]
         shape = plain_shape(shape)
         head = (row[5],) if len(row) == 6 else None
-        return SavedEntry(short, LIVE, None if i < 0 else f"t{i}", Summary(shape, dtype_name(dtype), numel_of(shape), head), None,
-                          saved_storages(storages))
+        tid = i if type(i) is not int else None if i < 0 else f"t{i}"
+        return SavedEntry(short, LIVE, tid, Summary(shape, dtype_name(dtype), numel_of(shape), head), None, saved_storages(storages))
     if len(row) >= 2:  # (name, plain value[, storages of the tensors it holds])
         return SavedEntry(row[0], LIVE, None, None, row[1], saved_storages(row[2]) if len(row) == 3 else ())
     return SavedEntry(row[0], UNREADABLE)
