@@ -6,7 +6,10 @@ row prints the floor that bounds it from below:
 - snapshot: a walk of ``next_functions`` that records each node's ordered edges (what any
   snapshot that keeps the graph's structure must do: "ordered walk"), and that walk plus a
   read of every saved attribute (``getattr`` of each ``_saved_*``: "flat saved reads", what any
-  snapshot that shows saved tensors must do);
+  snapshot that shows saved tensors must do), and the "facts floor": that walk plus the facts a
+  diagram shows of each tensor it draws (flags, shape, dtype, the head of the value and of the
+  gradient, one reduction each saying whether it is finite) and, with saved records, the shape,
+  dtype and storage of each saved tensor (:func:`facts_walk`);
 - snapshot + DOT: ``torchviz.make_dot`` (the reference of the target) and writing torchviz's
   content as plain text ("text");
 - to_dot of a prebuilt graph: one line per node and edge written as text ("text baseline");
@@ -152,6 +155,53 @@ def flat_saved_walk(root: torch.Tensor) -> list:
     return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
 
 
+def _facts_of(t: torch.Tensor) -> tuple:
+    """The least a tensor node shows, read as cheaply as torch allows: its flags, shape and
+    dtype, the head of its value (numpy, no torch op) and one reduction saying whether it
+    is finite."""
+    d = t.detach()
+    head = d.numpy().flat[:8].tolist() if d.dtype.is_floating_point else None
+    finite = d.sum().item() if d.numel() > 8 and d.dtype.is_floating_point else None
+    return (tuple(t.shape), t.dtype, t.is_leaf, t.requires_grad, t._version, t.is_leaf and t.grad is None, head, finite)
+
+
+def facts_walk(root: torch.Tensor, saved: bool = False) -> list:
+    """:func:`ordered_walk` plus the facts a snapshot shows of each tensor it draws (the root
+    and every leaf: :func:`_facts_of` of its value and of its ``.grad``), and with ``saved``
+    the shape, dtype and storage address of each saved tensor and every other saved value:
+    the floor of any snapshot that shows what graphlens's diagrams show ("facts floor")."""
+    index: dict = {}
+    rows: list = []
+    facts: list = [_facts_of(root)]
+    stack = [root.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in index:
+            continue
+        index[fn] = len(rows)
+        nf = fn.next_functions
+        rows.append(nf)
+        if not nf and type(fn).__name__ == "AccumulateGrad":
+            v = fn.variable
+            facts.append((_facts_of(v), None if v.grad is None else _facts_of(v.grad)))
+        if saved:
+            attrs = _ATTRS.get(type(fn))
+            if attrs is None:
+                attrs = _ATTRS[type(fn)] = [a for a in dir(fn) if a.startswith("_saved_")]
+            for a in attrs:
+                try:
+                    value = getattr(fn, a)
+                except RuntimeError:
+                    facts.append(None)
+                    continue
+                if isinstance(value, torch.Tensor):
+                    facts.append((tuple(value.shape), value.dtype, value.untyped_storage().data_ptr()))
+                else:
+                    facts.append(value)
+        stack.extend(c for c, _ in reversed(nf))
+    return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
+
+
 def chain_graph(n: int) -> gl.Graph:
     """The snapshot of an ``n``-op chain, its ops and edges already listed (to_dot's input)."""
     x = torch.randn(2, requires_grad=True)
@@ -212,12 +262,14 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         gl.snapshot(root)
         sides = {
             "ordered": lambda: ordered_walk(root), "flat_saved": lambda: flat_saved_walk(root),
+            "facts": lambda: facts_walk(root), "facts_saved": lambda: facts_walk(root, saved=True),
             "nosaved": lambda: gl.snapshot(root, saved=False), "saved": lambda: gl.snapshot(root, saved=True),
         }
         res = interleaved(sides, repeats, floor)
         out["snapshot"].append({
             "graph": build.__name__, "ordered_ms": res["ordered"]["median_s"] * 1e3,
             "flat_saved_vs_ordered": ratio(res, "flat_saved", "ordered"),
+            "facts_vs_ordered": ratio(res, "facts", "ordered"), "facts_saved_vs_ordered": ratio(res, "facts_saved", "ordered"),
             "snapshot_nosaved_vs_ordered": ratio(res, "nosaved", "ordered"),
             "snapshot_vs_ordered": ratio(res, "saved", "ordered"),
         })
@@ -325,7 +377,7 @@ def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor
     (:class:`_CheckFloorMode`: one reduction per value made and per gradient sent).  Garbage is
     collected before each sample: which side a full collection lands on is otherwise a matter of
     the order, and the checks allocate nothing that lives."""
-    from graphlens._live import facts as _facts, _recorder
+    from graphlens._live import facts as _facts, recorder as _recorder
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
@@ -377,10 +429,13 @@ def _under(mode: type, step: Callable[[], None]) -> None:
 
 def show_f(f: dict) -> None:
     print("\n(f) issue 24's targets, each beside its floor")
-    print(f"{'graph':<16}{'ordered ms':>11}{'flat saved':>11}{'snap saved=F':>13}{'target':>7}{'snap saved':>11}{'target':>7}")
+    print("  snapshot / ordered walk; floors: flat saved reads, and the facts floor (the walk plus the facts a diagram shows)")
+    print(f"{'graph':<16}{'ordered ms':>11}{'flat saved':>11}{'facts':>7}{'snap saved=F':>13}{'target':>7}"
+          f"{'facts+saved':>12}{'snap saved':>11}{'target':>7}")
     for r in f["snapshot"]:
-        print(f"{r['graph']:<16}{r['ordered_ms']:>11.2f}{r['flat_saved_vs_ordered']:>11.2f}{r['snapshot_nosaved_vs_ordered']:>13.2f}"
-              f"{TARGETS_F['snapshot_nosaved_vs_ordered']:>7.2f}{r['snapshot_vs_ordered']:>11.2f}{TARGETS_F['snapshot_vs_ordered']:>7.2f}")
+        print(f"{r['graph']:<16}{r['ordered_ms']:>11.2f}{r['flat_saved_vs_ordered']:>11.2f}{r.get('facts_vs_ordered', float('nan')):>7.2f}"
+              f"{r['snapshot_nosaved_vs_ordered']:>13.2f}{TARGETS_F['snapshot_nosaved_vs_ordered']:>7.2f}"
+              f"{r.get('facts_saved_vs_ordered', float('nan')):>12.2f}{r['snapshot_vs_ordered']:>11.2f}{TARGETS_F['snapshot_vs_ordered']:>7.2f}")
     for r in f["dot"]:
         print(f"  snapshot+to_dot / make_dot, {r['graph']}: {r['dot_vs_torchviz']:.2f}x (target {TARGETS_F['dot_vs_torchviz']}x;"
               f" {r['graphlens_ms']:.1f} ms vs {r['torchviz_ms']:.1f} ms)")
@@ -414,9 +469,11 @@ def verdicts_f(f: dict) -> dict[str, str]:
         return f"{value:.2f} (target <= {target}): {'met' if value <= target else 'missed'}{'; ' + floor if floor else ''}"
 
     for r in f["snapshot"]:
-        out[f"snapshot_nosaved_vs_ordered[{r['graph']}]"] = say("snapshot_nosaved_vs_ordered", r["snapshot_nosaved_vs_ordered"])
+        out[f"snapshot_nosaved_vs_ordered[{r['graph']}]"] = say(
+            "snapshot_nosaved_vs_ordered", r["snapshot_nosaved_vs_ordered"], f"facts floor {r['facts_vs_ordered']:.2f}")
         out[f"snapshot_vs_ordered[{r['graph']}]"] = say(
-            "snapshot_vs_ordered", r["snapshot_vs_ordered"], f"floor: flat saved reads {r['flat_saved_vs_ordered']:.2f}")
+            "snapshot_vs_ordered", r["snapshot_vs_ordered"],
+            f"floors: flat saved reads {r['flat_saved_vs_ordered']:.2f}, facts floor with saved {r['facts_saved_vs_ordered']:.2f}")
     for r in f["dot"]:
         out[f"dot_vs_torchviz[{r['graph']}]"] = say("dot_vs_torchviz", r["dot_vs_torchviz"])
     for r in f["to_dot"]:

@@ -213,9 +213,22 @@ def _forget(frame: FrameType, local_map: dict) -> None:
     local alive), unless it holds names that live only there (made by ``exec`` in the
     function): those are the program's, and reading ``locals()`` again would not bring them back."""
     code = frame.f_code
-    own = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
-    if all(k in own for k in local_map):
+    try:
+        own = _OWN.get(code)
+    except TypeError:  # (a code object without weak references: not cached)
+        own = None
+    if own is None:
+        own = frozenset(code.co_varnames) | frozenset(code.co_cellvars) | frozenset(code.co_freevars)
+        try:
+            _OWN[code] = own
+        except TypeError:
+            pass
+    if own.issuperset(local_map):
         local_map.clear()
+
+
+#: code object -> the names its frame's cached locals dict may hold (read once per code)
+_OWN: "weakref.WeakKeyDictionary[Any, frozenset]" = weakref.WeakKeyDictionary()
 
 
 def frame_values(frame: FrameType, names: tuple[str, ...]) -> list[Any]:

@@ -498,6 +498,9 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
     return SavedEntry(short, LIVE, None, None, _plain(value), saved_storages(book.of(value)) if holds and book is not None else ()), holds
 
 
+_UNREAD = object()  # (an attribute that could not be read)
+
+
 def saved_rows(fn: Any, resolve: Callable | None = None, *, book: StorageBook | None = None) -> tuple:
     """What :func:`saved_attributes` reads of ``fn``, as compact rows of plain data, one per
     attribute: ``(name, tensor id or None, shape, dtype, storages[, number of a 0-d one])``
@@ -512,11 +515,10 @@ def saved_rows(fn: Any, resolve: Callable | None = None, *, book: StorageBook | 
             continue
         try:
             value = getattr(fn, attr)
-        except RuntimeError as exc:
-            rows.append(SavedEntry(short, _unreadable_saved(exc)))
-            continue
-        except Exception:  # noqa: BLE001 - an odd attribute must not break the walk
-            rows.append(SavedEntry(short, UNREADABLE))
+        except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
+            rows.append(SavedEntry(short, _unreadable_saved(exc) if isinstance(exc, RuntimeError) else UNREADABLE))
+            value = _UNREAD  # (no `continue` in this clause: an interrupt landing on one would keep exc and its frames alive)
+        if value is _UNREAD:
             continue
         if isinstance(value, _T):
             tid = resolve(value, short) if resolve is not None else None

@@ -1,0 +1,44 @@
+"""The benchmark scripts' floors run against this graphlens (their speed is measured in benchmarks/, not here)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def floors():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import floors as module
+        import run  # noqa: F401 - floors imports from it
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_every_walk_floor_records_the_ordered_edges_of_the_graph(floors):
+    """The ordered walk, the flat saved walk and the facts floor agree on every node's ordered edges."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    loss = model(torch.randn(2, 3)).pow(2).mean()
+    loss.backward(retain_graph=True)
+    ordered = floors.ordered_walk(loss)
+    assert floors.flat_saved_walk(loss) == ordered
+    assert floors.facts_walk(loss) == ordered == floors.facts_walk(loss, saved=True)
+    assert len(ordered) == len({id(r) for r in ordered}) > 5
+
+
+def test_the_finiteness_price_runs_with_the_switches_it_turns_off(floors):
+    """The NaN/inf price (issue 25) switches graphlens's checks off by name and puts them back."""
+    from graphlens._live import facts, recorder
+
+    before = (facts.finiteness, recorder._not_finite, facts._finite_head)
+    import run
+
+    rows = floors._finiteness_cost(run.interleaved, run.ratio, 1, 0.0, run.tiny_chain_step(20))
+    assert {r["workload"] for r in rows} and all(r["with_checks"] > 0 and r["without_checks"] > 0 for r in rows)
+    assert (facts.finiteness, recorder._not_finite, facts._finite_head) == before
