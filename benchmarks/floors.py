@@ -317,9 +317,15 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
 
     sides = {"plain": step, "trace": traced(), "nograds": traced(grads=False), "lean": traced(grads=False, saved=False),
              "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks)}
-    res = interleaved(sides, repeats + repeats // 2, floor)
+    # Each sample starts from a collected heap: else a full collection (~0.1 s with torch
+    # loaded, due by the allocations of all the sides together) lands on whichever side the
+    # order puts there, the same one in most repeats (one run measured grads=False at 6.0x
+    # this way, 3.3x from a collected heap).  The same sides without it are kept beside.
+    res = interleaved(sides, repeats + repeats // 2, floor, collect=True)
+    raw = interleaved({k: sides[k] for k in ("plain", "trace", "nograds", "lean")}, repeats, floor)
     out["trace"].append({
         "workload": "2,000-op chain, 4 elements", "plain_ms": res["plain"]["median_s"] * 1e3,
+        "uncollected": {k: ratio(raw, k, "plain") for k in ("trace", "nograds", "lean")},
         "trace_chain": ratio(res, "trace", "plain"), "trace_chain_nograds": ratio(res, "nograds", "plain"),
         "trace_chain_lean": ratio(res, "lean", "plain"), "trace_inline_vs_step": ratio(res, "inline", "trace"),
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
@@ -337,7 +343,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
 
         sides = {"plain": step_m, "trace": traced_m, "mode": lambda step_m=step_m: _under(nop_mode, step_m),
                  "bare": lambda step_m=step_m: _under(bare_hooks, step_m)}
-        res = interleaved(sides, max(5, repeats // 2), floor)
+        res = interleaved(sides, max(5, repeats // 2), floor, collect=True)
         out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
                               "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain")})
     return out
@@ -449,6 +455,10 @@ def show_f(f: dict) -> None:
               f" (target {TARGETS_F['trace_chain_nograds']}), grads and saved off {r['trace_chain_lean']:.2f}x (target {TARGETS_F['trace_chain_lean']});"
               f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x; inline loop / step() {r['trace_inline_vs_step']:.2f}"
               f" (target {TARGETS_F['trace_inline_vs_step']})")
+        if "uncollected" in r:
+            u = r["uncollected"]
+            print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"
+                  f" grads and saved off {u['lean']:.2f}x)")
     for r in f.get("finiteness", []):
         print(f"  NaN/inf checks, {r['workload']}: trace {r['with_checks']:.2f}x with them, {r['without_checks']:.2f}x without:"
               f" {r['cost']:+.3f}x (budget +0.05x; floor of one exact reduction per value made and gradient sent:"
