@@ -110,8 +110,8 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
     lists, tuples, dicts and modules."""
     later: list[tuple[str, torch.Tensor]] = []
     for key, value in list(mapping.items()):
-        if not isinstance(key, str) or key.startswith("_"):
-            continue
+        if not isinstance(key, str) or key.startswith("_") or not key.isidentifier():
+            continue  # (private, or a tool's own: pytest's assertion rewriting stores in @py_assert1)
         name = prefix + key
         if isinstance(value, torch.Tensor):
             yield name, value
@@ -326,8 +326,10 @@ def store_targets(code: Any) -> dict[int, tuple[str, ...]]:
             stores = ins[k + 2:k + 2 + nxt.argval]
             if len(stores) == nxt.argval and all(x.opname in _STORES for x in stores):
                 names = tuple(x.argval for x in stores)
-        if names and all(isinstance(n, str) for n in names):
-            out[ins[k].offset] = names
+        if names and all(isinstance(n, str) and n.isidentifier() for n in names):
+            # (while a call into Python code runs, the caller's f_lasti may point past the
+            # call's inline caches, at the unit just before the store: 3.11 does)
+            out[ins[k].offset] = out[nxt.offset - 2] = names
     try:
         _TARGETS[code] = out
     except TypeError:
