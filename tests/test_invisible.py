@@ -397,6 +397,7 @@ MACHINERY = frozenset(
     for name in (
         "trace.py", "_live/recorder.py", "_live/frames.py", "_live/backward.py", "_live/capture.py", "_live/facts.py", "_live/storages.py",
         "_live/freeze.py", "_util.py", "_live/guard.py", "names.py", "_live/attribution.py", "_live/safety.py", "snapshot.py", "_live/modestack.py",
+        "_live/finite.py",
     )
 )
 

@@ -451,3 +451,192 @@ def test_a_head_shows_nan_and_inf_of_any_number_kind():
              ((complex(0, nan),), True), ((), False)]
     for values, expected in cases:
         assert _not_finite(((len(values),), torch.float32, len(values), values)) is expected, values
+
+
+# -- what is known finite without a reduction: calls and nodes that cannot make NaN or inf ----------
+_KEEP = {
+    "relu": torch.relu, "F.relu": torch.nn.functional.relu, "ReLU()": torch.nn.ReLU(), "sigmoid": torch.sigmoid,
+    "tanh": lambda v: v.tanh(), "gelu": torch.nn.functional.gelu, "relu6": torch.nn.functional.relu6,
+    "hardsigmoid": torch.nn.functional.hardsigmoid,
+    "softmax": lambda v: torch.nn.functional.softmax(v, dim=-1), "neg": lambda v: -v, "abs": torch.abs,
+    "clone": torch.clone, "flip": lambda v: v.flip(0), "transpose twice": lambda v: v.t().contiguous().t(),
+    "where": lambda v: torch.where(v > 0, v, v.relu()), "cat": lambda v: torch.cat([v[:2], v[2:]]),
+    "where inf": lambda v: torch.where(v > 0, v, float("inf")),
+}
+_MAKE = {"scale": lambda v: v * 1e30, "exp": torch.exp, "square": lambda v: v * v, "log": torch.log,
+         "reciprocal": torch.reciprocal, "mean": lambda v: v - v.mean()}
+
+
+@st.composite
+def keeping_programs(draw):
+    """A 4x8 leaf that may hold one huge, infinite or NaN element, then calls that keep finite values finite
+    (relu, softmax, where, cat...) mixed with calls that can make NaN or inf (a scale, exp, log, 1/x)."""
+    poison = draw(st.sampled_from([None, 3e38, float("inf"), float("-inf"), float("nan")]))
+    where = (draw(st.integers(0, 3)), draw(st.integers(0, 7)))
+    ops = draw(st.lists(st.sampled_from(sorted(_KEEP) + sorted(_MAKE) * 2), min_size=1, max_size=7))
+    return poison, where, tuple(ops)
+
+
+def _arrivals(root: torch.Tensor) -> tuple[list, list]:
+    """What arrived at each backward node, finite or not, in the engine's order: read by the test's own
+    pre-hooks (which leave the nodes' post-hooks alone), never by graphlens."""
+    seen, stack, handles, out = set(), [root.grad_fn], [], []
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        handles.append(fn.register_prehook(
+            lambda go, name=fn.name().split("::")[-1]: out.append((name, tuple(None if g is None else bool(torch.isfinite(g).all()) for g in go)))))
+        stack += [c for c, _ in fn.next_functions]
+    return out, handles
+
+
+@settings(max_examples=500 if THOROUGH else 100, deadline=None)
+@given(program=keeping_programs())
+def test_what_is_known_finite_without_a_reduction_is_what_torch_says(program):
+    """Values of calls that keep finite values finite, and gradients of nodes that do, are recorded exactly as
+    torch.isfinite says (never None), step by step, though most of them are never reduced."""
+    poison, where, ops = program
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, requires_grad=True)
+    if poison is not None:
+        with torch.no_grad():
+            x[where] = poison
+    with gl.trace() as tr:
+        vals = [x * 1]  # (made in the block: checked, so what follows can be known from it)
+        for op in ops:
+            vals.append({**_KEEP, **_MAKE}[op](vals[-1]))
+        loss = vals[-1].sum()
+        truth, handles = _arrivals(loss)
+        try:
+            loss.backward()
+        finally:
+            for h in handles:
+                h.remove()
+    finite = [bool(torch.isfinite(v).all()) for v in vals]
+    del vals  # (a graph reads a live tensor again: what is tested is the record of each value as made)
+    g = tr.graph()
+    for k, ok in enumerate(finite):
+        node = g.find(f"vals[{k}]")
+        assert node.value.finite is ok, (ops[:k], node.value, ok)
+    recorded = [(g.node(s.op).name, tuple(None if h is None else h.finite for h in s.grads_in)) for s in tr.replay().steps]
+    assert recorded == truth, (ops, recorded, truth)
+    event(f"poison {poison}, finite loss {bool(torch.isfinite(loss))}")
+
+
+def test_finite_values_of_keeping_calls_and_nodes_are_not_reduced(monkeypatch):
+    """relu of a finite value, a detach of it, the gradients ReLU's and mean's nodes send: known finite, not reduced."""
+    from graphlens._live import facts
+
+    reduced = []
+    real = facts.finiteness
+    monkeypatch.setattr(facts, "finiteness", lambda t: reduced.append(tuple(t.shape)) or real(t))
+    w = torch.randn(16, 16, requires_grad=True)
+    x = torch.randn(8, 16)
+    with gl.trace() as tr:
+        h = x @ w          # reduced: a product can overflow
+        a = torch.relu(h)  # known: relu of a finite value
+        d = a.detach()     # known: the same memory
+        loss = a.mean()
+        loss.backward()    # MeanBackward0 and ReluBackward0 send known-finite gradients; MmBackward0's is reduced
+    assert reduced == [(8, 16), (16, 16)], reduced
+    del h, a, d
+    g = tr.graph()
+    assert g.find("a").value.finite is True and g.find("d").value.finite is True and g.find("w").grad.finite is True
+
+
+def test_a_users_post_hook_before_graphlens_is_never_trusted():
+    """A Python post-hook the user put on ReLU's node first makes its gradient inf: recorded as not finite."""
+    x = torch.randn(8, 16, requires_grad=True)
+    with gl.trace() as tr:
+        a = torch.relu(x * 2)
+        a.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (torch.full_like(grad_inputs[0], float("inf")),))
+        a.sum().backward()
+    step = next(s for s in tr.replay().steps if tr.graph().node(s.op).name == "ReluBackward0")
+    assert step.grads_out[0].finite is False and not torch.isfinite(x.grad).all()
+    assert tr.graph().find("x").grad.finite is False
+
+
+def test_a_users_modes_or_a_float_argument_disable_the_shortcut():
+    """relu is not trusted to keep values finite under a user's dispatch mode that changes what it returns,
+    nor where(…, inf); a user's function mode (always above graphlens's) hands graphlens a new call instead."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class InfDispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return torch.full_like(out, float("inf")) if func is torch.ops.aten.relu.default else out
+
+    class InfFunction(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            return torch.full_like(out, float("inf")) if func is torch.relu else out
+
+    for mode in (InfDispatch, InfFunction):
+        with mode():
+            with gl.trace() as tr:
+                x = torch.randn(8, 16) * 1  # (made in the block: known finite)
+                a = torch.relu(x)
+                assert not torch.isfinite(a).all()
+                del a  # (a graph reads a live tensor again: what is tested is the record made)
+        g = tr.graph()
+        assert g.find("x").value.finite is True and g.find("a").value.finite is False, mode
+    with gl.trace() as tr:
+        x = torch.randn(8, 16) * 1
+        b = torch.where(x > 0, x, float("inf"))
+        total = b.sum()
+        del b
+    assert tr.graph().find("b").value.finite is False and not torch.isfinite(total)
+
+
+def test_calls_that_can_overflow_finite_values_are_always_checked():
+    """exp, sums and products, gelu, hardswish, selu and the magnitude of a complex number make inf of finite values
+    (3.3e38 in float32): recorded not finite, as is a detach of one; silu and mish are checked too (finite here, in this torch)."""
+    big = torch.zeros(8, 16)
+    big[5, 7] = 3.3e38  # (past the head: only a check can see what becomes of it)
+    F = torch.nn.functional
+    calls = {"exp": torch.exp, "mul": lambda v: v * v, "add": lambda v: v + v, "mul 2": lambda v: v * 2, "gelu": F.gelu,
+             "hardswish": F.hardswish, "selu": F.selu, "complex abs": lambda v: torch.complex(v, v).abs(),
+             "sum 0": lambda v: torch.cat([v, v]).sum(0, keepdim=True), "silu": F.silu, "mish": F.mish}
+    overflowed = set()
+    for name, call in calls.items():
+        with gl.trace() as tr:
+            x = big * 1  # (made in the block: known finite)
+            y = call(x)
+            d = y.detach()
+            ok = bool(torch.isfinite(y).all())
+            del y, d
+        g = tr.graph()
+        assert g.find("x").value.finite is True, name
+        assert g.find("y").value.finite is ok and g.find("d").value.finite is ok, name
+        if not ok:
+            overflowed.add(name)
+    assert overflowed >= set(calls) - {"silu", "mish"}, overflowed
+
+
+_ACTIVATIONS = {
+    torch.relu: torch.relu, torch.sigmoid: torch.sigmoid, torch.tanh: torch.tanh, torch.neg: torch.neg, torch.abs: torch.abs,
+    torch.softmax: lambda v: torch.softmax(v, -1), torch.nn.functional.relu6: torch.nn.functional.relu6,
+    torch.nn.functional.hardsigmoid: torch.nn.functional.hardsigmoid,
+    torch.nn.functional.softmax: lambda v: torch.nn.functional.softmax(v, dim=0),
+}
+
+
+@settings(max_examples=200 if THOROUGH else 50, deadline=None)
+@given(dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]),
+       values=st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 1e-30, 1e4, -6e4, 3e38, -3e38, 1.7e308, -1.7e308, 5e-324]), min_size=1, max_size=12))
+def test_the_activations_trusted_to_keep_values_finite_do_in_this_torch(dtype, values):
+    """Every activation in KEEPS_FINITE gives finite numbers on finite inputs as extreme as the dtype holds (the
+    largest, the smallest, negative zero), in float16, bfloat16, float32 and float64, with the installed torch."""
+    from graphlens._live.finite import KEEPS_FINITE
+
+    info = torch.finfo(dtype)
+    v = torch.tensor([max(min(x, info.max), -info.max) for x in values], dtype=torch.float64).to(dtype)
+    assert torch.isfinite(v).all()
+    for f in KEEPS_FINITE:
+        if f in _ACTIVATIONS or getattr(f, "__name__", "") in {"relu", "sigmoid", "tanh", "neg", "negative", "abs", "absolute", "softmax", "relu6", "hardsigmoid"}:
+            call = _ACTIVATIONS.get(f) or (lambda v, f=f: f(v, -1) if f.__name__ == "softmax" else f(v))
+            out = call(v)
+            assert torch.isfinite(out).all(), (f, v, out)

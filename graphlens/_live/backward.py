@@ -10,6 +10,7 @@ import torch
 
 from .capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
 from .facts import elements_within, known_finite, read_saved, same_data
+from .finite import SENDS_FINITE
 from .guard import _dispatch_depth, quiet
 from .._util import paused_gc, tensors_in
 
@@ -42,7 +43,10 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
 def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
     limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
     arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
-    sent = tuple([_head_once(heads, g, limit, grad_outputs, arrived) for g in grad_inputs])
+    # (a node of SENDS_FINITE that no Python hook of the user's ran on before this one sends
+    # finite gradients when every one that arrived is: nothing to reduce)
+    finite = j in rec.first_hooked and all(known_finite(h) for h in arrived)
+    sent = tuple([_head_once(heads, g, limit, grad_outputs, arrived, finite=finite) for g in grad_inputs])
     k = len(rec.steps)
     rec.steps.append((j, pass_nr, arrived, sent)); rec.order.append(j)  # noqa: E702 - (kept in step)
     n = len(arrived)
@@ -70,22 +74,24 @@ def _written(heads: dict, t: Any, limit: int, got: tuple, known: tuple) -> Any:
     return _head_once(heads, g, limit)
 
 
-def _head_once(heads: dict, g: Any, limit: int, sources: tuple = (), known: tuple = ()) -> Any:
+def _head_once(heads: dict, g: Any, limit: int, sources: tuple = (), known: tuple = (), *, finite: bool = False) -> Any:
     """The head of gradient ``g``, read once per pass: what a node sent arrives at the next
     node as the very same tensor object, so its head is reused there unless it changed in
     place since (its version moved).  ``heads`` maps ``id(g)`` to a weak reference, the
     version and the head; the weak reference checks the id still names that tensor.  A
     gradient that is a view holding only elements of one of ``sources`` (the gradients
     that arrived at the node, whose heads are ``known``) that is finite is finite too, with
-    no second reduction (``TBackward0`` sends a transpose of what it got)."""
+    no second reduction (``TBackward0`` sends a transpose of what it got); ``finite``: the
+    caller knows it is (see :data:`graphlens._live.finite.SENDS_FINITE`)."""
     if g is None:
         return None
     hit = heads.get(id(g))
     version = g._version
     if hit is not None and hit[1] == version and hit[0]() is g:
         return hit[2]
-    finite = False
-    if sources and g._is_view():
+    if finite and type(g) is not _Tensor:
+        finite = False
+    if not finite and sources and g._is_view():
         for src, h in zip(sources, known):
             if src is not None and src._version == version and known_finite(h) and elements_within(g, src):
                 finite = True
@@ -107,6 +113,21 @@ def _note_grad(rec: Any, i: int, grad: Any) -> None:
 
 class BackwardRecord:
     """The backward half of :class:`graphlens._live.recorder.Recorder` (its store is set up there)."""
+
+    def note_first_hook(self, j: int, handle: Any) -> None:
+        """Note whether the post-hook just put on op ``j``'s node (``handle``) is the first
+        Python post-hook it has: then no hook of the user's can have changed what the node
+        sent before graphlens reads it (torch keeps a node's Python post-hooks in one
+        ordered dict and runs them in order; hooks added later run after graphlens's)."""
+        try:
+            hooks = handle.hooks_dict_ref()
+            first = hooks is not None and next(iter(hooks), None) == handle.id
+        except Exception:  # noqa: BLE001 - not known: read the gradients
+            first = False
+        if first:
+            self.first_hooked.add(j)
+        else:
+            self.first_hooked.discard(j)
 
     def complete(self, fns: list, *, handles: list | None = None, before_backward: bool = False) -> set:
         """Walk the live nodes reachable from ``fns``: record each node's ``next`` edges
@@ -148,6 +169,8 @@ class BackwardRecord:
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
                         handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
+                        if name in SENDS_FINITE:
+                            self.note_first_hook(j, handles[-1])
                     if var is not None:
                         expanded.add(j)
                         continue

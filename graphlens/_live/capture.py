@@ -96,10 +96,11 @@ def probe_sequence_now() -> int:
     return probe.grad_fn._sequence_nr() + 1
 
 
-def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True) -> Any:
+def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True, finite: bool = False) -> Any:
     """What a record keeps of a CPU tensor's value: numbers, read now (None elsewhere);
     ``check``: whether a large floating tensor is checked for NaN and inf now (one
-    reduction; see :func:`graphlens._live.facts.read_head`)."""
+    reduction; see :func:`graphlens._live.facts.read_head`); ``finite``: the caller knows
+    no element is NaN or inf (then nothing is reduced)."""
     if not limit or not t.is_cpu:
         return None  # (on accelerators reading would wait for the device)
     if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
@@ -107,7 +108,7 @@ def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True) -> Any:
             return (shape, t.dtype, shape[0], tuple(_Tensor.tolist(t)))
         except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
             pass
-    return read_head(t, limit, check=check)
+    return read_head(t, limit, check=check, finite=finite)
 
 
 def grad_head(g: Any, limit: int, *, finite: bool = False) -> Any:

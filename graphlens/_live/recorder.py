@@ -16,6 +16,7 @@ from .capture import (
     _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
+from .finite import KEEPS_FINITE, current, finite_record, keeps_finite, made_finite
 from .frames import FrameNotes
 from .guard import unreadable_why
 from ..names import frame_values
@@ -121,6 +122,7 @@ class Recorder(FrameNotes, BackwardRecord):
         self.writes: list[tuple] = []
         self.grad_before: dict[tuple[int, int], Any] = {}
         self.sent_heads: dict[int, tuple] = {}  # id(gradient) -> (weakref, version, head), this pass
+        self.first_hooked: set = set()  # ops whose node had no Python post-hook before graphlens's (see note_first_hook)
         self.pass_starts: list[int] = []
         self.pass_kept: list[bool] = []
         self.pass_created: list[bool] = []  # per backward call: whether it passed create_graph=True
@@ -223,9 +225,11 @@ class Recorder(FrameNotes, BackwardRecord):
         return self.tnames.get(i)
 
     def new_tensor(
-        self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False, leaf: bool | None = None
+        self, t: _Tensor, op, output_nr: int, detached_from, region, *, external: bool = False, leaf: bool | None = None,
+        finite: bool = False,
     ) -> int:
-        """A new record of ``t`` (a new tensor, or a new version of a recorded one)."""
+        """A new record of ``t`` (a new tensor, or a new version of a recorded one); ``finite``:
+        its value is known to hold no NaN or infinity (see :mod:`graphlens._live.finite`)."""
         recs = self.tensors
         i = len(recs)
         key = id(t)
@@ -252,7 +256,7 @@ class Recorder(FrameNotes, BackwardRecord):
             shape, t.dtype, t.device, is_leaf, t.requires_grad, version_of(t), t._is_view(),
             cls is _Parameter or (cls is not _Tensor and isinstance(t, _Parameter)), op, output_nr,
             detached_from, region, None if external or not scopes else scopes[-1],
-            head(t, shape, self.max_elements, check=not external),  # (see settle)
+            head(t, shape, self.max_elements, check=not external, finite=finite),  # (see settle)
         ))
         self.by_id[key] = i
         return i
@@ -492,7 +496,7 @@ class Recorder(FrameNotes, BackwardRecord):
             keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         shape = tuple(out.shape)
         refs.append(_ref(out))
-        h = head(out, shape, self.max_elements)
+        h = head(out, shape, self.max_elements, finite=func in KEEPS_FINITE and keeps_finite(recs, ins, args, None))
         recs.append((
             shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
             None, None, scope, h,
@@ -534,8 +538,10 @@ class Recorder(FrameNotes, BackwardRecord):
         if kind == DETACH:
             src = self.input(ins[0]) if ins else None
             how = ("data" if func == _DATA_GET else "detach", lasti)
+            # (the same memory as its source, at the same version: finite when that is)
+            finite = src is not None and current(self, src, ins[0]) and finite_record(self.tensors[src])
             for t in outs:
-                self.made[self.new_tensor(t, None, 0, src, region)] = how
+                self.made[self.new_tensor(t, None, 0, src, region, finite=finite and type(t) is _Tensor)] = how
             return
         out_ids = {id(t) for t in outs}
         in_ids = tuple([self.input(t, versions=id(t) not in out_ids) for t in ins])
@@ -586,9 +592,10 @@ class Recorder(FrameNotes, BackwardRecord):
         self.calls.append(op)
         outputs = orec[_OUTS]
         made = []
+        finite = not inplace and all(type(t) is _Tensor for t in fresh) and made_finite(self, func, in_ids, ins, args, kwargs)
         for k, t in enumerate(fresh):
             nr = t.output_nr if fn is not None and grad_fn_of(t) is fn else k
-            outputs[nr] = i = self.new_tensor(t, op, nr, None, region, leaf=False if lazy else None)
+            outputs[nr] = i = self.new_tensor(t, op, nr, None, region, leaf=False if lazy else None, finite=finite)
             made.append(i)
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
             self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)
