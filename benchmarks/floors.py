@@ -20,6 +20,7 @@ row prints the floor that bounds it from below:
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Callable
 
 import torch
@@ -330,7 +331,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "trace_chain_lean": ratio(res, "lean", "plain"), "trace_inline_vs_step": ratio(res, "inline", "trace"),
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
     })
-    out["finiteness"] = _finiteness_cost(interleaved, ratio, repeats, floor, step)
+    out["finiteness"] = _finiteness_cost(interleaved, ratio, 4 * repeats, floor, step)  # (a small difference: more repeats)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
         step_m = make()
         if isinstance(step_m, str):
@@ -378,12 +379,17 @@ class _CheckFloorMode(_HookMode):
 
 def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor: float, chain_step: Callable) -> list:
     """What checking recorded values and gradients for NaN and inf costs (issue 25's budget: at
-    most +0.05x on the MLP step and the tiny-op chain): the trace with the checks and the same
-    trace with them switched off (in this process only), beside the floor of an exact check
-    (:class:`_CheckFloorMode`: one reduction per value made and per gradient sent).  Garbage is
-    collected before each sample: which side a full collection lands on is otherwise a matter of
-    the order, and the checks allocate nothing that lives."""
-    from graphlens._live import facts as _facts, recorder as _recorder
+    most +0.05x on the MLP step and the tiny-op chain): the trace with the checks, the same trace
+    with them switched off (in this process only), and with the checks on but nothing known
+    finite without a reduction (``naive``: the shortcut of :mod:`graphlens._live.finite` off),
+    beside the floor of an exact check (:class:`_CheckFloorMode`: one reduction per value made
+    and per gradient sent).  A cost is the median of the differences paired within each repeat
+    (the sides of a repeat share the machine's noise; the difference of two medians does not),
+    with its quartiles; the number of reductions a traced step makes is counted too (a number
+    that does not depend on the machine).  Garbage is collected before each sample: which side
+    a full collection lands on is otherwise a matter of the order, and the checks allocate
+    nothing that lives."""
+    from graphlens._live import backward as _backward, facts as _facts, finite as _finite, recorder as _recorder
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
@@ -395,22 +401,36 @@ def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor
             p.grad = None
         model(batch).pow(2).mean().backward()
 
-    rows = []
-    for label, step in (("MLP 3x512, batch 64", mlp), ("2,000-op chain, 4 elements", chain_step)):
-        def checked(step=step):
-            with gl.trace():
-                step()
-
-        def unchecked(step=step):
-            saved = _facts.finiteness, _recorder._not_finite, _facts._finite_head
+    def switched(step, *, checks: bool = True, shortcut: bool = True, count: list | None = None):
+        saved = (_facts.finiteness, _recorder._not_finite, _facts._finite_head, _recorder.KEEPS_FINITE, _finite.KEEPS_FINITE,
+                 _backward.SENDS_FINITE)
+        if not checks:
             _facts.finiteness = lambda t: (None, None)
             _recorder._not_finite = lambda h: False
             _facts._finite_head = lambda head: (None, None)
-            try:
-                with gl.trace():
-                    step()
-            finally:
-                _facts.finiteness, _recorder._not_finite, _facts._finite_head = saved
+        if not shortcut:
+            _recorder.KEEPS_FINITE = _finite.KEEPS_FINITE = _backward.SENDS_FINITE = frozenset()
+        if count is not None:
+            real = _facts.finiteness
+            _facts.finiteness = lambda t: count.append(1) or real(t)
+        try:
+            with gl.trace():
+                step()
+        finally:
+            (_facts.finiteness, _recorder._not_finite, _facts._finite_head, _recorder.KEEPS_FINITE, _finite.KEEPS_FINITE,
+             _backward.SENDS_FINITE) = saved
+
+    def paired(res: dict, a: str, b: str) -> tuple:
+        base = res["plain"]["median_s"]
+        d = sorted((x - y) / base for x, y in zip(res[a]["times"], res[b]["times"]))
+        n = len(d)
+        return statistics.median(d), d[n // 4], d[(3 * n) // 4]
+
+    rows = []
+    for label, step in (("MLP 3x512, batch 64", mlp), ("2,000-op chain, 4 elements", chain_step)):
+        reductions, naive_reductions = [], []
+        switched(step, count=reductions)
+        switched(step, shortcut=False, count=naive_reductions)
 
         def floor_on(step=step):
             with _CheckFloorMode(True):
@@ -420,11 +440,15 @@ def _finiteness_cost(interleaved: Callable, ratio: Callable, repeats: int, floor
             with _CheckFloorMode(False):
                 step()
 
-        res = interleaved({"plain": step, "checked": checked, "unchecked": unchecked, "floor_on": floor_on,
+        res = interleaved({"plain": step, "checked": lambda step=step: switched(step),
+                           "unchecked": lambda step=step: switched(step, checks=False),
+                           "naive": lambda step=step: switched(step, shortcut=False), "floor_on": floor_on,
                            "floor_off": floor_off}, repeats, floor, collect=True)
+        cost, naive, floor_cost = paired(res, "checked", "unchecked"), paired(res, "naive", "unchecked"), paired(res, "floor_on", "floor_off")
         rows.append({"workload": label, "with_checks": ratio(res, "checked", "plain"), "without_checks": ratio(res, "unchecked", "plain"),
-                     "cost": ratio(res, "checked", "plain") - ratio(res, "unchecked", "plain"),
-                     "floor": ratio(res, "floor_on", "plain") - ratio(res, "floor_off", "plain")})
+                     "cost": cost[0], "cost_quartiles": cost[1:], "naive_cost": naive[0], "floor": floor_cost[0],
+                     "floor_quartiles": floor_cost[1:], "reductions": len(reductions), "naive_reductions": len(naive_reductions),
+                     "repeats": repeats})
     return rows
 
 
@@ -460,9 +484,11 @@ def show_f(f: dict) -> None:
             print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"
                   f" grads and saved off {u['lean']:.2f}x)")
     for r in f.get("finiteness", []):
+        q, fq = r.get("cost_quartiles", (r["cost"],) * 2), r.get("floor_quartiles", (r["floor"],) * 2)
         print(f"  NaN/inf checks, {r['workload']}: trace {r['with_checks']:.2f}x with them, {r['without_checks']:.2f}x without:"
-              f" {r['cost']:+.3f}x (budget +0.05x; floor of one exact reduction per value made and gradient sent:"
-              f" {r['floor']:+.3f}x)")
+              f" {r['cost']:+.3f}x [quartiles {q[0]:+.3f}, {q[1]:+.3f}] (budget +0.05x), {r.get('reductions', '?')} reductions a step;"
+              f" with nothing known finite unreduced {r.get('naive_cost', float('nan')):+.3f}x, {r.get('naive_reductions', '?')} reductions;"
+              f" floor of one exact reduction per value made and gradient sent: {r['floor']:+.3f}x [{fq[0]:+.3f}, {fq[1]:+.3f}]")
     for r in f["models"]:
         if "skipped" in r:
             print(f"  {r['workload']}: {r['skipped']}")
@@ -497,6 +523,7 @@ def verdicts_f(f: dict) -> dict[str, str]:
         out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"])
     for r in f.get("finiteness", []):
         out[f"nonfinite_checks[{r['workload']}]"] = (f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")
+                                                     + f"; {r.get('reductions', '?')} reductions a step"
                                                      + f"; floor: one reduction per value and gradient {r['floor']:+.3f}x")
     for r in f["models"]:
         if "skipped" not in r:

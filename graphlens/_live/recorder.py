@@ -496,7 +496,8 @@ class Recorder(FrameNotes, BackwardRecord):
             keep_behind(fn) if j == KEEP_MIN_NODES else keep_children(fn)
         shape = tuple(out.shape)
         refs.append(_ref(out))
-        h = head(out, shape, self.max_elements, finite=func in KEEPS_FINITE and keeps_finite(recs, ins, args, None))
+        limit = self.max_elements  # (a value the head holds whole is read, not reduced: nothing to know)
+        h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, None))
         recs.append((
             shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
             None, None, scope, h,
