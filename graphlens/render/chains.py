@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from itertools import compress, repeat
+from functools import partial
+from itertools import compress, filterfalse, repeat
 from operator import is_, itemgetter, ne, not_
 from typing import Callable, Iterable, Mapping
 
 from .labels import esc, op_text
 from .modules import remap_edges
-from .scene import DataParts, Edge, Node, Options, data_edges, data_nodes, op_node
+from ..graph import OpNode
+from .scene import DataParts, Edge, Node, Options, _positions, data_edges, data_nodes, op_node
 from .style import BOX_BORDER, BOX_FILL, MIN_CHAIN
 
 __all__ = ["periodic_segment", "find_chains", "chain_node", "collapse_chains", "collapse_parts"]
@@ -56,18 +58,16 @@ def _walk(nid: str, step: Mapping[str, str], simple: set, visited: set, stop: st
 
 
 def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set, pred: Mapping[str, str], succ: Mapping[str, str],
-                sig: Callable[[str], str], *, through: set | None = None) -> list[tuple[list[str], list[str], int, int]]:
+                sigs_of: Callable[[list[str]], list[str]], *, through: set | None = None) -> list[tuple[list[str], list[str], int, int]]:
     """The chains to draw, each as ``(member ids, the op texts of its pattern, period,
     repeats)``: from each op of ``starts`` (in drawing order) that is ``simple`` (one way
     in, ``pred``, one way out, ``succ``; nothing marked), the maximal linear run of simple
     nodes through it, cut to the stretch that repeats one pattern at least ``MIN_CHAIN``
-    times.  ``through``, when given, holds every non-op that ``simple`` holds (the tensors
-    a chain may pass through)."""
+    times.  ``sigs_of`` gives the op texts of a list of op ids.  ``through``, when given,
+    holds every non-op that ``simple`` holds (the tensors a chain may pass through)."""
     visited: set[str] = set()
     runs = []
-    for nid in starts:
-        if nid in visited:
-            continue
+    for nid in filterfalse(visited.__contains__, starts):  # (checked as each is taken)
         run = _walk(nid, pred, simple, visited, nid)
         run.reverse()
         run.append(nid)
@@ -75,9 +75,10 @@ def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set
         visited.update(run)
         if through is not None and through.isdisjoint(run):
             op_pos: list[int] | range = range(len(run))
+            sigs = sigs_of(run)
         else:
             op_pos = [k for k, m in enumerate(run) if is_op(m)]
-        sigs = [sig(run[k]) for k in op_pos]
+            sigs = sigs_of([run[k] for k in op_pos])
         start, period, repeats = periodic_segment(sigs)
         if repeats < MIN_CHAIN:
             continue
@@ -131,7 +132,7 @@ def collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], l
     by_id = {n.id: n for n in nodes}
     simple = {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
     starts = [n.id for n in nodes if n.kind == "op" and n.id in simple]
-    runs = find_chains(starts, lambda i: by_id[i].kind == "op", simple, pred, succ, lambda i: by_id[i].sig)
+    runs = find_chains(starts, lambda i: by_id[i].kind == "op", simple, pred, succ, lambda ids: [by_id[i].sig for i in ids])
     if not runs:
         return nodes, edges
     alias: dict[str, str] = {}
@@ -170,27 +171,41 @@ def collapse_parts(parts: DataParts, o: Options) -> tuple[list[Node], list[Edge]
         simple |= passing & one
         simple.difference_update(parts.rank, o.hl_nodes)
         passing &= simple
-        starts = [i for i in op_ids if i in simple]
+        starts = list(compress(op_ids, map(simple.__contains__, op_ids)))
         if starts:
             op_of = parts.op_by_id or dict(zip(op_ids, ops))
-            view = o.view
-            runs = find_chains(starts, lambda i: i not in passing, simple, pred, succ, lambda i: op_text(op_of[i], view),
-                               through=passing)
+            runs = find_chains(starts, lambda i: i not in passing, simple, pred, succ, partial(_op_texts, op_of, o.view), through=passing)
     if not runs:
         return data_nodes(parts, o), data_edges(parts)
     alias: dict[str, str] = {}
     skip: dict[str, object] = {}
-    inner: set[str] = set()
     cache: dict = {}
     for members, pattern, period, repeats in runs:
         first = op_node(op_of[members[0]], o, cache)
         node = chain_node(first, members, pattern, period, repeats)
         skip.update(dict.fromkeys(members))
-        alias.update(dict.fromkeys(members, node.id))
         skip[members[0]] = node
-        inner.update(members[:-1])  # (each member's one edge out leads to the next member)
-    edges = data_edges(parts, map(not_, map(inner.__contains__, srcs)))
+        # (a member has one way in and one way out, from and to the members beside it: an
+        # edge left after those inside are dropped leads into the first or out of the last)
+        alias[members[0]] = alias[members[-1]] = node.id
+    # the edges inside a chain: out of each of its members but the last
+    inside = list(map(skip.__contains__, srcs))
+    for k in _positions(srcs, [members[-1] for members, _, _, _ in runs]):
+        inside[k] = False
+    edges = data_edges(parts, map(not_, inside))
     return data_nodes(parts, o, skip), remap_edges(edges, alias)
 
 
+def _op_texts(op_of: Mapping[str, OpNode], view: str, ids: list[str]) -> list[str]:
+    """:func:`~graphlens.render.labels.op_text` of each op of ``ids`` (a snapshot's ops,
+    which have no forward name, are their backward node's name)."""
+    chosen = list(map(op_of.__getitem__, ids))
+    names = list(map(_OP_NAME, chosen))
+    if None not in names and (view == "function" or list(map(_FORWARD, chosen)).count(None) == len(chosen)):
+        return names
+    return list(map(op_text, chosen, repeat(view)))
+
+
+_OP_NAME = itemgetter(1)  # OpNode.name
+_FORWARD = itemgetter(2)  # OpNode.forward
 _REGION = itemgetter(5)  # OpNode.region

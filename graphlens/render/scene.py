@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import itemgetter
+from itertools import compress, count, filterfalse, repeat
+from operator import eq, itemgetter, not_
 from typing import Iterable, Mapping, NamedTuple
 
 import graphviz
@@ -215,10 +215,15 @@ _ID = itemgetter(0)  # (TensorNode.id, OpNode.id)
 def data_parts(graph: Graph, o: Options) -> DataParts:
     """The :class:`DataParts` of the data view of ``graph``."""
     ops = graph.ops
-    op_by_id = {op.id: op for op in ops}
-    hidden = {op.id: op.variable for op in ops if op.name == "AccumulateGrad"}  # AccumulateGrad -> its leaf (or None)
+    op_ids = list(map(_ID, ops))
+    op_by_id = dict(zip(op_ids, ops))
+    # AccumulateGrad -> its leaf (or None)
+    hidden = {op.id: op.variable for op in compress(ops, map(eq, map(_OP_NAME, ops), repeat("AccumulateGrad")))}
     traced_calls: set[str] = set()
     all_edges = graph.edges
+    is_next = list(map(eq, map(_KIND, all_edges), repeat("next")))
+    nexts = list(compress(all_edges, is_next))
+    others: Iterable = compress(all_edges, map(not_, is_next)) if len(nexts) < len(all_edges) else ()
     if graph.source == "trace":
         # A trace recorded every call with its inputs: the backward nodes a call made
         # inside itself (the TBackward0 of linear) are the engine's business, not data.
@@ -232,9 +237,7 @@ def data_parts(graph: Graph, o: Options) -> DataParts:
     pairs: list[tuple[str, str]] = []
     detach: set[int] = set()
     inputs_of: dict[str, set] = {}
-    for src, dst, kind, _, _ in all_edges:
-        if kind == "next":
-            continue
+    for src, dst, kind, _, _ in others:
         if kind == "input":
             if dst in hidden:
                 continue
@@ -254,45 +257,87 @@ def data_parts(graph: Graph, o: Options) -> DataParts:
     # op a trace saw only as some tensor's grad_fn): connect in forward direction, from the
     # recorded tensor of that output where there is one, else from the op itself; a hidden
     # op is followed through to the nodes it stands for (it is never drawn).  Each pair
-    # once, and none already drawn above.
+    # once, and none already drawn above.  Most edges lead from a drawn op to a drawn op
+    # with nothing recorded on either side: those are paired column by column, and only
+    # the others (found by set lookups) one at a time, in the edges' order.
     outputs = {(t.op, t.output_nr): t.id for t in tensor_list if t.op is not None}
     special = hidden.keys() | {key[0] for key in outputs}
-    nexts: dict[str, list] | None = None
-    skip = hidden.keys() | traced_calls if traced_calls else hidden
+    skip = hidden.keys() | traced_calls if traced_calls else hidden.keys()
+    srcs = list(map(_SRC, nexts))
+    if not skip.isdisjoint(srcs):
+        nexts = list(compress(nexts, map(not_, map(skip.__contains__, srcs))))
+        srcs = list(map(_SRC, nexts))
+    dsts = list(map(_DST, nexts))
+    odd = _positions(srcs, inputs_of.keys()) | _positions(dsts, special)
+    if not all(map(op_by_id.__contains__, dsts)):
+        odd.update(compress(count(), map(not_, map(op_by_id.__contains__, dsts))))
     flows: list[tuple[str, str]] = []
-    add = flows.append
-    for src, dst, kind, _, nr in all_edges:
-        if kind != "next" or src in skip:
-            continue
-        if dst not in special:  # (the common case: the op itself)
-            if inputs_of and src in inputs_of and (dst, nr) in inputs_of[src]:
-                continue
-            if dst in op_by_id:
-                add((dst, src))
-            continue
-        if dst not in hidden:
-            if dst not in op_by_id:
-                continue
-            found: list | tuple = (((dst, nr), outputs.get((dst, nr), dst)),)
-        else:
-            if nexts is None:
-                nexts = {}
-                for n in all_edges:
-                    if n.kind == "next":
-                        nexts.setdefault(n.src, []).append(n)
-            found = _drawn_sources(dst, nr, op_by_id, hidden, outputs, nexts)
-        for key, source in found:
-            if not (inputs_of and src in inputs_of and key in inputs_of[src]):
-                add((source, src))
+    nexts_of: list = []  # (the next edges by op, made when a hidden op is first met)
+    start = 0
+    for k in sorted(odd):
+        flows.extend(zip(dsts[start:k], srcs[start:k]))
+        start = k + 1
+        _, dst, _, _, nr = nexts[k]
+        _one_flow(flows, srcs[k], dst, nr, inputs_of, special, hidden, op_by_id, outputs, nexts_of, all_edges)
+    flows.extend(zip(dsts[start:], srcs[start:]))
     if pairs:
-        drawn = set(pairs)
-        pairs.extend(p for p in dict.fromkeys(flows) if p not in drawn)
+        pairs.extend(filterfalse(set(pairs).__contains__, dict.fromkeys(flows)))
     else:
         pairs = list(dict.fromkeys(flows))
-    drawn_ops = [op for op in ops if op.id not in hidden] if hidden else list(ops)
+    drawn_ops = list(compress(ops, map(not_, map(hidden.__contains__, op_ids)))) if hidden else list(ops)
     region = {t.id: t.region for t in tensor_list}  # (ranks are given to tensors only)
     wanted = _wanted_edges(o, hidden) if o.hl_edges else set()
     return DataParts(tensor_list, drawn_ops, pairs, frozenset(detach), wanted, _rank_map(graph, region, pairs, detach), op_by_id)
+
+
+def _positions(column: list[str], keys: Iterable[str]) -> set[int]:
+    """The indices in ``column`` of the ids in ``keys`` (a few keys: found by ``index``,
+    each a scan at C speed; many: by one lookup per element)."""
+    if len(keys) > 8:  # type: ignore[arg-type]
+        return set(compress(count(), map(keys.__contains__, column)))  # type: ignore[attr-defined]
+    found: set[int] = set()
+    for key in keys:
+        k = -1
+        try:
+            while True:
+                k = column.index(key, k + 1)
+                found.add(k)
+        except ValueError:
+            pass
+    return found
+
+
+def _one_flow(flows: list, src: str, dst: str, nr: int, inputs_of: Mapping[str, set], special: set, hidden: Mapping[str, str | None],
+              op_by_id: Mapping[str, OpNode], outputs: Mapping[tuple, str], nexts_of: list, all_edges: Iterable) -> None:
+    """Append to ``flows`` what the next edge ``src -> dst`` (to output ``nr``) draws, for
+    an edge that is not simply drawn op to drawn op (see :func:`data_parts`)."""
+    if dst not in special:  # (the op itself)
+        if inputs_of and src in inputs_of and (dst, nr) in inputs_of[src]:
+            return
+        if dst in op_by_id:
+            flows.append((dst, src))
+        return
+    if dst not in hidden:
+        if dst not in op_by_id:
+            return
+        found: list | tuple = (((dst, nr), outputs.get((dst, nr), dst)),)
+    else:
+        if not nexts_of:  # (only a hidden op's own next edges are ever followed)
+            nexts: dict[str, list] = {}
+            for n in compress(all_edges, map(hidden.__contains__, map(_SRC, all_edges))):
+                if n.kind == "next":
+                    nexts.setdefault(n.src, []).append(n)
+            nexts_of.append(nexts)
+        found = _drawn_sources(dst, nr, op_by_id, hidden, outputs, nexts_of[0])
+    for key, source in found:
+        if not (inputs_of and src in inputs_of and key in inputs_of[src]):
+            flows.append((source, src))
+
+
+_KIND = itemgetter(2)  # Edge.kind
+_SRC = itemgetter(0)  # Edge.src
+_DST = itemgetter(1)  # Edge.dst
+_OP_NAME = itemgetter(1)  # OpNode.name
 
 
 def function_scene(graph: Graph, o: Options) -> tuple[list[Node], list[Edge]]:
