@@ -42,3 +42,16 @@ def test_the_finiteness_price_runs_with_the_switches_it_turns_off(floors):
     rows = floors._finiteness_cost(run.interleaved, run.ratio, 1, 0.0, run.tiny_chain_step(20))
     assert {r["workload"] for r in rows} and all(r["with_checks"] > 0 and r["without_checks"] > 0 for r in rows)
     assert (facts.finiteness, recorder._not_finite, facts._finite_head) == before
+
+
+def test_the_collapse_floor_finds_the_chain_to_dot_draws(floors):
+    """The collapse floor of a chain counts the same ops in its one chain node as to_dot's picture, and draws nothing more."""
+    import re
+
+
+    g = floors.chain_graph(700)
+    text = floors.collapse_floor(g)
+    drawn = g.to_dot().source
+    assert re.search(r"MulBackward0 x700\b", text)
+    assert re.search(r"MulBackward0 <B>×700</B>", drawn)
+    assert text.count("[label=") == 1 + len(g.tensors)

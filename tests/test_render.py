@@ -844,3 +844,27 @@ def test_labels_name_tensors_and_never_print_an_id_where_a_name_exists():
         if t.name:
             assert f"= {t.id}:" not in source  # a saved row names it too
     assert "saved mat1 = x: freed" in source and "saved other = w: freed" in source
+
+
+def test_a_module_level_never_draws_more_nodes_than_its_boxes_and_the_nodes_outside_them():
+    """Folding repeated blocks only drops nodes, so a level whose boxes fit the budget fits (collapse skips building it)."""
+    from graphlens.render.collapse import _box_map, _collapse_scopes, _count_after, _fold
+    from graphlens.render.scene import data_scene
+    from graphlens.render.draw import build_scene
+    from graphlens.scopes import infer_scopes
+
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), 3,
+                                        enable_nested_tensor=False)
+    graph = infer_scopes(gl.snapshot(model(torch.randn(2, 3, 8)).sum(), module=model))
+    o = build_scene(graph, "data", "forward", True, True, True, False, None, 4, 3, 150, None)[3]
+    nodes, edges = data_scene(graph, o)
+    folded_some = False
+    for depth in range(1, 5):
+        box = _box_map(nodes, edges, depth)
+        scoped = _collapse_scopes(nodes, edges, box)
+        assert len(scoped[0]) == _count_after(nodes, box)
+        drawn = _fold(*scoped, o)[0]
+        assert len(drawn) <= len(scoped[0])
+        folded_some |= len(drawn) < len(scoped[0])
+    assert folded_some  # (the three alike layers fold at some level)

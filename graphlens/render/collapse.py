@@ -27,18 +27,28 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
     budget = min(MODULE_NODES, o.max_nodes)
     lowered = lowered_ops(graph) if graph is not None and levels else {}
-    tried: dict[int, tuple] = {}  # depth -> the collapsed picture (each level is built once)
+    boxes: dict[int, dict] = {}  # depth -> its box map, and the collapsed picture (each built once)
+    tried: dict[int, tuple] = {}
+
+    def box_at(k: int) -> dict:
+        if k not in boxes:
+            boxes[k] = _box_map(nodes, edges, k)
+        return boxes[k]
 
     def at(k: int) -> tuple:
         if k not in tried:
-            box = _box_map(nodes, edges, k)
+            box = box_at(k)
             tried[k] = (bool(box), _fold(*_collapse_scopes(nodes, edges, box, lowered), o))
         return tried[k]
+
+    def fits_at(k: int) -> bool:
+        # (folding repeats only drops nodes: a level whose boxes alone fit is not built)
+        return _count_after(nodes, box_at(k)) <= budget or len(at(k)[1][0]) <= budget
 
     if depth is None and levels and len(nodes) > budget:
         fits = None
         for k in range(1, levels + 1):
-            if len(at(k)[1][0]) <= budget:
+            if fits_at(k):
                 fits = k
             else:
                 break
