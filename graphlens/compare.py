@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterator, NamedTuple
 
 from .graph import Graph, OpNode, TensorNode
-from .values import PRECISION
+from .values import PRECISION, same_head
 
 __all__ = ["compare", "Comparison", "Change"]
 
@@ -60,7 +60,7 @@ def _tensor_changes(a: TensorNode, b: TensorNode) -> list[str]:
         out.append(f"requires_grad {a.requires_grad} -> {b.requires_grad}")
     if a.is_leaf != b.is_leaf:
         out.append(f"{'leaf' if a.is_leaf else 'non-leaf'} -> {'leaf' if b.is_leaf else 'non-leaf'}")
-    if (a.grad is None) != (b.grad is None) or (a.grad is not None and b.grad is not None and a.grad.head != b.grad.head):
+    if (a.grad is None) != (b.grad is None) or (a.grad is not None and b.grad is not None and not same_head(a.grad.head, b.grad.head)):
         out.append(f"grad {_grad_text(a)} -> {_grad_text(b)}")
     return out
 

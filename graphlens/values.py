@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 __all__ = [
     "Summary", "SavedState", "SavedEntry", "SavedStorage", "STORAGE_KINDS", "LIVE", "FREED", "MODIFIED", "HIDDEN",
-    "UNREADABLE", "PRECISION", "format_number",
+    "UNREADABLE", "PRECISION", "format_number", "same_head",
 ]
 
 #: Significant digits a value shows unless a ``precision=`` option says otherwise.
@@ -27,6 +27,19 @@ def format_number(v: Any, precision: int = PRECISION) -> str:
     if cls is complex:
         return f"{format_number(v.real, precision)}{'+' if not v.imag < 0 else '-'}{format_number(abs(v.imag), precision)}j"
     return str(v)
+
+
+def same_head(a: tuple | None, b: tuple | None) -> bool:
+    """Whether two heads of values hold the same numbers, a NaN the same as a NaN (a tensor
+    read twice holds the same value; ``==`` on tuples says a NaN differs from itself).
+
+    >>> a, b = (float("nan"), 1.0), (float("nan"), 1.0)
+    >>> same_head(a, b), a == b, same_head(a, (1.0, 1.0))
+    (True, False, False)
+    """
+    if a is None or b is None:
+        return a is b
+    return len(a) == len(b) and all(x == y or _nan_key(x) == _nan_key(y) for x, y in zip(a, b))
 
 
 def _nan_key(v: Any) -> Any:
@@ -50,7 +63,8 @@ class Summary(NamedTuple):
     where it was not checked: integer and bool tensors, other devices, and a large tensor a
     trace saw only as an input from before its block, which nothing non-finite was made
     from and which changed or was freed before the graph was built) and ``nonfinite_at``
-    the flat row-major index of the first element that is not.  ``unread`` says why the
+    the flat row-major index of the first element that is not, ``nonfinite_value`` that
+    element (NaN, inf or -inf) where it was read.  ``unread`` says why the
     values were not read, where graphlens could not
     (``"a quantized tensor"``, ``"a LoggingTensor: a tensor subclass with its own
     __torch_dispatch__"``).  ``str(summary)`` is the compact text the diagrams show;
@@ -73,6 +87,7 @@ class Summary(NamedTuple):
     unread: str | None = None
     finite: bool | None = None
     nonfinite_at: int | None = None
+    nonfinite_value: Any = None
 
     @property
     def complete(self) -> bool:
@@ -101,7 +116,7 @@ class Summary(NamedTuple):
 
     def __repr__(self) -> str:
         extra = "".join(
-            f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean", "unread", "finite", "nonfinite_at")
+            f", {k}={getattr(self, k)!r}" for k in ("min", "max", "mean", "unread", "finite", "nonfinite_at", "nonfinite_value")
             if getattr(self, k) is not None and not (k == "finite" and self.finite)
         )
         return f"Summary({self.shape!r}, {self.dtype!r}, {self.numel!r}, head={self.head!r}{extra})"
@@ -109,7 +124,7 @@ class Summary(NamedTuple):
     def _key(self) -> tuple:
         head = None if self.head is None else tuple(map(_nan_key, self.head))
         return (self.shape, self.dtype, self.numel, head, _nan_key(self.min), _nan_key(self.max), _nan_key(self.mean), self.unread,
-                self.finite, self.nonfinite_at)
+                self.finite, self.nonfinite_at, _nan_key(self.nonfinite_value))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Summary):
@@ -138,6 +153,8 @@ class Summary(NamedTuple):
             out["finite"] = self.finite
         if self.nonfinite_at is not None:
             out["nonfinite_at"] = self.nonfinite_at
+        if self.nonfinite_value is not None:
+            out["nonfinite_value"] = _json_number(self.nonfinite_value)
         return out
 
     @classmethod
@@ -438,7 +455,8 @@ def read_summary(data: Any, where: str | Where) -> Summary:
 
 _SUMMARY_KINDS = {"shape": SHAPE, "dtype": TEXT, "numel": Kind("an integer >= -1", lambda v: type(v) is int and v >= -1),
                   "head": HEAD, "min": NUMBER_OR_NULL, "max": NUMBER_OR_NULL, "mean": NUMBER_OR_NULL,
-                  "unread": TEXT_OR_NULL, "finite": FLAG.or_null(), "nonfinite_at": COUNT.or_null()}
+                  "unread": TEXT_OR_NULL, "finite": FLAG.or_null(), "nonfinite_at": COUNT.or_null(),
+                  "nonfinite_value": NUMBER_OR_NULL}
 
 SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
                        lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))

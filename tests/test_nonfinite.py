@@ -187,9 +187,9 @@ def test_without_a_trace_the_leaves_that_hold_nan_are_listed():
 # -- law: the op that first made a non-finite number is the one named ---------------------------
 SAFE = ("tanh", "sigmoid", "sin", "half", "add", "mul", "sub")
 #: Injections: the op, how its input is made unsafe at one element, and the op's forward name.
-DANGER = ("log", "sqrt", "reciprocal", "div", "exp", "rsqrt", "pow_half", "where_log", "log2")
+DANGER = ("log", "sqrt", "reciprocal", "div", "exp", "rsqrt", "pow_half", "where_log", "log2", "masked_softmax")
 _OP_NAME = {"log": "log", "sqrt": "sqrt", "reciprocal": "reciprocal", "div": "div", "exp": "exp", "rsqrt": "rsqrt",
-            "pow_half": "pow", "where_log": "log", "log2": "log2"}
+            "pow_half": "pow", "where_log": "log", "log2": "log2", "masked_softmax": "softmax"}
 
 
 @st.composite
@@ -235,6 +235,10 @@ def _run(program):
             out = positive ** 0.5
         elif danger == "where_log":
             out = torch.where(positive > 0, torch.log(positive), torch.zeros_like(positive))
+        elif danger == "masked_softmax":  # (the element's whole row masked: the mask's -inf is on purpose)
+            row = torch.zeros(shape, dtype=torch.bool).reshape(-1, shape[-1])
+            row[element // shape[-1]] = True
+            out = torch.softmax(v.masked_fill(row.reshape(shape), float("-inf")), dim=-1)
         else:
             out = getattr(torch, danger)(positive)
         injected = out
@@ -245,13 +249,17 @@ def _run(program):
     return x, loss, tr, injected
 
 
-def _brute_force(g: gl.Graph, rp) -> tuple[str | None, str]:
+def _brute_force(g: gl.Graph, rp, *, nan: bool = False) -> tuple[str | None, str]:
     """The op that first made a non-finite number, by brute force over the records: the maker of the
-    first recorded tensor (program order) whose value is not finite; else the node of the first replay
-    step (engine order) that sent a non-finite gradient while every gradient it received was finite."""
+    first recorded tensor (program order) whose value is not finite (``nan``: whose first non-finite
+    element is NaN: a mask's -inf is written on purpose, the NaN a softmax made of it is the fault);
+    else the node of the first replay step (engine order) that sent a non-finite gradient while every
+    gradient it received was finite."""
     makers = {e.dst: e.src for e in g.edges if e.kind == "output"}
     for t in g.tensors:
         if t.value is not None and t.value.finite is False and t.id in makers:
+            if nan and not (type(t.value.nonfinite_value) is float and math.isnan(t.value.nonfinite_value)):
+                continue
             return makers[t.id], "forward"
     for s in rp.steps:
         if any(x is not None and x.finite is False for x in s.grads_out) and not any(
@@ -268,8 +276,10 @@ def test_the_named_op_is_the_first_that_made_a_nonfinite_number(danger, data):
     program = data.draw(injected_programs(danger))
     x, loss, tr, injected = _run(program)
     g, rp = tr.graph(), tr.replay()
-    cause, where = _brute_force(g, rp)
     shape, danger, element = program[0], program[4], program[5]
+    cause, where = _brute_force(g, rp, nan=danger == "masked_softmax")
+    if danger == "masked_softmax":  # (softmax's first NaN: the first element of the masked row)
+        element = element // shape[-1] * shape[-1]
     event(f"{danger}: {where}")
     asked = []
     if not torch.isfinite(loss):
@@ -341,7 +351,7 @@ def test_random_programs_name_the_first_nonfinite_maker(program):
 # -- what is read, and what is known without reading (issue 25's price) ----------------------------
 def test_elements_within_reads_memory_only():
     """A transpose, an expand or a slice of a dense tensor holds only its elements; another storage or a gap does not."""
-    from graphlens._live.facts import elements_within
+    from graphlens._live.finite import elements_within
 
     storage = torch.randn(300)
     t = storage[:128].view(8, 16)
@@ -640,3 +650,119 @@ def test_the_activations_trusted_to_keep_values_finite_do_in_this_torch(dtype, v
             call = _ACTIVATIONS.get(f) or (lambda v, f=f: f(v, -1) if f.__name__ == "softmax" else f(v))
             out = call(v)
             assert torch.isfinite(out).all(), (f, v, out)
+
+
+# -- fresh cases: a probe of 50 programs graphlens had not seen (2026-12-04) ------------------------
+def test_the_first_nonfinite_element_is_read_also_beyond_the_head():
+    """A large tensor's first non-finite element is read whole (NaN or inf), kept in the JSON, and named as such."""
+    t = torch.zeros(40, 30)
+    t[20, 7] = float("-inf")
+    s = summarize(t)
+    assert (s.nonfinite_at, s.nonfinite_value) == (20 * 30 + 7, float("-inf")) and len(s.head) < 20 * 30
+    assert gl.Summary.from_dict(s.to_dict()) == s and s.to_dict()["nonfinite_value"] == "-inf"
+    x = torch.ones(4, 3, requires_grad=True)
+    data = torch.ones(4, 3)
+    data[2, 1] = float("nan")
+    with gl.trace() as tr:
+        loss = (x * data).sum()
+    assert "data is NaN at data[2, 1]" in str(gl.explain(loss, tr)) or "NaN at data[2, 1]" in str(gl.explain(loss, tr))
+
+
+def test_a_nan_loss_does_not_make_a_finite_gradient_look_changed_through_data():
+    """Two reads of a NaN tensor hold the same values: a NaN loss that does not reach w's gradient is no '.data' change."""
+    w = torch.tensor([1.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss = (w * 2).sum() + torch.log(torch.tensor(-1.0))
+        loss.backward()
+    e = gl.explain(w, tr)
+    assert e.reason == "grad_ok" and ".data" not in str(e) and "silently wrong" not in str(e), str(e)
+
+
+def test_a_float16_gradient_that_overflows_in_backward_is_an_overflow():
+    """CPU autocast float16: the weight's gradient overflows 65504 in AddmmBackward0 from finite values: overflow, with the float16 fixes."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 2)
+    with torch.no_grad():
+        lin.weight.mul_(300.0)
+    x = torch.randn(3, 8) * 100
+    with gl.trace() as tr:
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = lin(x)
+            loss = out.float().pow(2).mean()
+        loss.backward()
+    assert torch.isfinite(loss) and not torch.isfinite(lin.weight.grad).all()
+    e = gl.explain(lin.weight, tr)
+    assert e.reasons[:2] == ("nonfinite_backward", "overflow") and "infinite_derivative" not in e.reasons, e.reasons
+    assert "float16" in str(e) and "65504" in str(e) and "lin.weight[" in str(e) and "bfloat16" in e.fix, str(e)
+
+
+def test_a_derivative_that_overflows_at_a_tiny_input_is_said_so():
+    """log at 1e-40 (not 0): the answer reads the input and says 1 / x overflows float32, never 'infinite at x = 0'."""
+    p = torch.tensor([1e-40, 0.3, 0.7], requires_grad=True)
+    with gl.trace() as tr:
+        nll = -torch.log(p).mean()
+        nll.backward()
+    e = gl.explain(p, tr)
+    assert "overflow" in e.reasons and "1e+40" in str(e) and "not 0" in str(e), str(e)
+    assert "infinite at x = 0" not in str(e), str(e)
+
+
+def test_anomaly_mode_at_a_node_with_a_finite_derivative_points_before_it():
+    """Without a trace, anomaly mode stopping at MulBackward0 (0 × an inf sqrt sent) never blames Mul's own derivative."""
+    import warnings
+
+    x = torch.tensor([0.0, 2.0, 3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autograd.detect_anomaly():
+            d = torch.sqrt(x * x + 0.0)
+            with pytest.raises(RuntimeError) as info:
+                d.sum().backward()
+    e = gl.explain(info.value)
+    assert e.reason == "anomaly_nan" and "MulBackward0" in str(e), str(e)
+    assert "own derivative" not in str(e) and "is finite" in str(e) and "SqrtBackward0" in str(e), str(e)
+
+
+def test_a_leaf_an_optimizer_step_updated_is_the_one_the_loss_reached():
+    """After a traced opt.step(), w's record is a new version; its .grad is still the one loss.backward() wrote: grad_ok."""
+    w = torch.tensor([1.0, -2.0], requires_grad=True)
+    x = torch.tensor([3.0, 1.0])
+    opt = torch.optim.SGD([w], lr=0.01)
+    with gl.trace() as tr:
+        opt.zero_grad()
+        loss = ((w * x).sum() - 0.5) ** 2
+        loss.backward()
+        opt.step()
+    e = gl.explain(w, tr)
+    assert e.reason == "grad_ok" and "not by loss" not in str(e) and "[3, 1]" in str(e), str(e)
+
+
+def test_the_replay_step_an_answer_names_is_the_one_the_replay_prints():
+    """'step N of tr.replay()' counts from 1, as the printed table and the page's #step=N do, and names that row's node."""
+    import re
+
+    x = torch.tensor([0.0, 1.0, 4.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss = torch.sqrt(x).sum()
+        loss.backward()
+    e = gl.explain(x, tr)
+    n = int(re.search(r"step (\d+) of tr\.replay\(\)", str(e)).group(1))
+    row = next(line for line in str(tr.replay()).splitlines() if line.split()[:1] == [str(n)])
+    assert "SqrtBackward0" in row and "SqrtBackward0 (step" in str(e), (row, str(e))
+
+
+def test_a_backward_that_stopped_before_a_leaf_never_blames_zero_grad():
+    """Anomaly mode stopped backward before x's AccumulateGrad ran: x.grad is None because it was never written."""
+    import warnings
+
+    x = torch.tensor([0.0, 2.0, 3.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with gl.trace() as tr:
+            with torch.autograd.detect_anomaly():
+                loss = torch.sqrt(x * x + 0.0).sum()
+                with pytest.raises(RuntimeError):
+                    loss.backward()
+    assert x.grad is None
+    e = gl.explain(x, tr)
+    assert e.reason == "backward_stopped" and "zero_grad" not in str(e) and "never written" in str(e), str(e)

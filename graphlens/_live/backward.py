@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from .capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
-from .facts import elements_within, known_finite, read_saved, same_data
-from .finite import SENDS_FINITE
+from .facts import known_finite, read_saved, same_data
+from .finite import SENDS_FINITE, elements_within
 from .guard import _dispatch_depth, quiet
 from .._util import paused_gc, tensors_in
 

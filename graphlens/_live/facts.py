@@ -15,7 +15,7 @@ from .storages import StorageBook, checkpoint_storages, saved_storages
 __all__ = [
     "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes", "saved_rows",
     "read_saved", "saved_plan", "saved_value", "tensor_summary", "numel_of", "check_roots", "flatten_tensors",
-    "StorageBook", "known_finite", "elements_within",
+    "StorageBook", "known_finite",
 ]
 
 #: How many elements a value summary shows before it elides the rest.
@@ -100,7 +100,7 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS, *, finite: bool
                     if finite:
                         return (shape, dtype, n, head, None, True, None)
                     ok, at = finiteness(t)
-                    return (shape, dtype, n, head, None, ok, at)
+                    return (shape, dtype, n, head, None, ok, at, _element(t, at, head)) if ok is False else (shape, dtype, n, head, None, ok, at)
                 return (shape, dtype, n, head)
         if n <= max_elements:
             return (shape, dtype, n, tuple(_T.tolist(_T.reshape(t, -1))))
@@ -109,7 +109,7 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS, *, finite: bool
             if finite:
                 return (shape, dtype, n, head, None, True, None)
             ok, at = finiteness(t)
-            return (shape, dtype, n, head, None, ok, at)
+            return (shape, dtype, n, head, None, ok, at, _element(t, at, head)) if ok is False else (shape, dtype, n, head, None, ok, at)
         return (shape, dtype, n, head)
     except Exception as exc:  # noqa: BLE001
         return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
@@ -136,6 +136,20 @@ def finiteness(t: torch.Tensor) -> tuple[bool | None, int | None]:
         return None, None
 
 
+def _element(t: torch.Tensor, at: int | None, head: tuple) -> Any:
+    """The element at flat row-major position ``at`` of ``t`` (the first that is not finite), as
+    a Python number: from ``head`` when it holds it, else read (one element; only a tensor that
+    is not finite pays for it)."""
+    if at is None:
+        return None
+    if at < len(head):
+        return head[at]
+    try:
+        return _T.item(_T.reshape(t, -1)[at])
+    except Exception:  # noqa: BLE001 - a bonus
+        return None
+
+
 _HALF = frozenset({torch.float16, torch.bfloat16})
 
 
@@ -152,38 +166,6 @@ def known_finite(h: Any) -> bool:
     if n and h[1] not in _FLOATING and h[1] not in _COMPLEX:
         return True
     return _finite_head(values)[0]
-
-
-def elements_within(v: torch.Tensor, t: torch.Tensor) -> bool:
-    """Whether every element of ``v`` is an element of ``t``, read from their memory
-    alone: both plain CPU tensors of one dtype on one storage, ``t`` dense (its elements
-    fill one run of addresses, in any order of dimensions) and ``v``'s addresses inside
-    that run.  Then ``v`` is finite wherever ``t`` is, while they share a version (a
-    transpose, view, expand or slice of ``t``, as backward sends them)."""
-    try:
-        if v.dtype != t.dtype or not v.is_cpu or not t.is_cpu or type(v) is not _T or type(t) is not _T:
-            return False
-        if _T.untyped_storage(v).data_ptr() != _T.untyped_storage(t).data_ptr():
-            return False
-        lo = t.storage_offset()
-        expected = 1
-        for stride, size in sorted(zip(t.stride(), t.shape)):
-            if size == 1:
-                continue
-            if stride != expected:
-                return False  # (gaps or overlaps: not one run)
-            expected *= size
-        vlo = v.storage_offset()
-        vhi = vlo
-        for stride, size in zip(v.stride(), v.shape):
-            if size == 0:
-                return True  # (no elements)
-            if stride < 0:
-                return False
-            vhi += (size - 1) * stride
-        return lo <= vlo and vhi < lo + expected
-    except Exception:  # noqa: BLE001 - storage-less or odd tensors: not known
-        return False
 
 
 def _finite_head(head: tuple) -> tuple[bool, int | None]:
@@ -249,12 +231,14 @@ def make_summary(read: tuple, live: torch.Tensor | None = None) -> Summary:
                     mean = float(live.detach().mean(dtype=torch.float64))
             except Exception:  # noqa: BLE001 - stats are a bonus
                 lo = hi = mean = None
-    finite = at = None
+    finite = at = bad = None
     if len(read) > 5:
         finite, at = read[5], read[6]
+        bad = read[7] if len(read) > 7 else (head[at] if at is not None and head and at < len(head) else None)
     elif head is not None and len(head) >= numel >= 0 and (dtype in _FLOATING or dtype in _COMPLEX):
         finite, at = _finite_head(head)  # (an empty tensor holds no NaN: finite)
-    return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None, finite, at)
+        bad = head[at] if at is not None else None
+    return Summary(shape, name, numel, head, lo, hi, mean, read[4] if len(read) > 4 else None, finite, at, bad)
 
 
 def _leading(t: torch.Tensor, k: int) -> torch.Tensor:
@@ -364,7 +348,7 @@ def tensor_summary(value: torch.Tensor) -> Summary:
             head = (_T.item(value),)
         except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
             head = None
-    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None, None, None))
+    return tuple.__new__(Summary, (shape, dtype_name(value.dtype), numel_of(shape), head, None, None, None, None, None, None, None))
 
 
 def saved_value(value: Any) -> tuple[Any, bool]:

@@ -11,7 +11,7 @@ from .capture import _DTYPE, _HEAD, _VERSION
 from .facts import known_finite, version_of
 from .guard import _dispatch_depth
 
-__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "plain_args", "finite_record", "keeps_finite", "current", "made_finite"]
+__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
 
 _T = torch.Tensor
 _stack_len = torch._C._len_torch_function_stack
@@ -118,3 +118,35 @@ def made_finite(rec: Any, func: Any, ins: tuple, tensors: list, args: tuple, kwa
         if not current(rec, i, t):
             return False
     return keeps_finite(rec.tensors, ins, args, kwargs)
+
+
+def elements_within(v: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether every element of ``v`` is an element of ``t``, read from their memory
+    alone: both plain CPU tensors of one dtype on one storage, ``t`` dense (its elements
+    fill one run of addresses, in any order of dimensions) and ``v``'s addresses inside
+    that run.  Then ``v`` is finite wherever ``t`` is, while they share a version (a
+    transpose, view, expand or slice of ``t``, as backward sends them)."""
+    try:
+        if v.dtype != t.dtype or not v.is_cpu or not t.is_cpu or type(v) is not _T or type(t) is not _T:
+            return False
+        if _T.untyped_storage(v).data_ptr() != _T.untyped_storage(t).data_ptr():
+            return False
+        lo = t.storage_offset()
+        expected = 1
+        for stride, size in sorted(zip(t.stride(), t.shape)):
+            if size == 1:
+                continue
+            if stride != expected:
+                return False  # (gaps or overlaps: not one run)
+            expected *= size
+        vlo = v.storage_offset()
+        vhi = vlo
+        for stride, size in zip(v.stride(), v.shape):
+            if size == 0:
+                return True  # (no elements)
+            if stride < 0:
+                return False
+            vhi += (size - 1) * stride
+        return lo <= vlo and vhi < lo + expected
+    except Exception:  # noqa: BLE001 - storage-less or odd tensors: not known
+        return False

@@ -8,6 +8,7 @@ from collections import deque
 import torch
 
 from ..names import source_line
+from ..values import same_head
 from .facts import custom_forward_of, grad_off, region_kind
 from .leads import code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
@@ -368,11 +369,11 @@ def _gradient_leaf(view: PathView, leaf_id: str, origins: dict | None) -> Cut | 
         return None
     held = leaf.value if leaf.value is not None and leaf.value.head else None
     source = next((t for t in view.g.tensors if held is not None and t.id != leaf_id and any(
-        f is not None and f.shape == held.shape and f.head == held.head and f.max == held.max
+        f is not None and f.shape == held.shape and same_head(f.head, held.head) and f.max == held.max
         and f.min == held.min for f in t.flowed)), None)
     if source is None and not by_call:
         return None
-    k = next((n for n, f in enumerate(source.flowed) if f is not None and f.head == held.head), 0) if source else 0
+    k = next((n for n, f in enumerate(source.flowed) if f is not None and same_head(f.head, held.head)), 0) if source else 0
     lead = None
     if origins and leaf_id in origins:
         lead = origin_cut(view, leaf_id, origins, kinds=("grad_without_create_graph", "constant_gradient"))

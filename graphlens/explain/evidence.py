@@ -7,6 +7,7 @@ from typing import Callable, Mapping, NamedTuple
 import torch
 
 from .._live.facts import summarize
+from ..values import same_head
 from .._live.safety import KEEP_MIN_NODES, keep_children
 from ..graph import PRECISION
 from ..snapshot import snapshot
@@ -101,7 +102,7 @@ def changed_untracked(view: PathView, path: list[str], skip: frozenset | set = f
         if live is None or node.value is None or not node.value.head:
             continue
         now = summarize(live)
-        if now is None or now.head == node.value.head or node.version != node_version(live):
+        if now is None or same_head(now.head, node.value.head) or node.version != node_version(live):
             continue
         alias = [t for t in view.g.tensors if t.detached_from == tid and t.made_by == "data"]
         via = f" through {view.label(alias[0].id)} = {view.label(tid)}.data" if alias else " through an alias autograd does not track (.data)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -126,6 +127,10 @@ def _explain_recorded(
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
+    earlier = _reached_version(g, tid)
+    if earlier != tid:  # (an optimizer step made a new version of the leaf after the loss used the old one)
+        g = _renamed(g, earlier, g.node(tid))
+        view, tid = PathView(g), earlier
     moved = moved_after(g, trace)
     if tid in moved and live is not None:  # (changed after the block: a NaN now is a value the trace never saw)
         later = with_later_version(g, tid, live)
@@ -147,6 +152,9 @@ def _explain_recorded(
     summed = _accumulated(trace, tid)
     if summed:
         hints["accumulated"] = summed
+    stopped = _stopped_before(trace, g, tid)
+    if stopped:
+        hints["stopped"] = stopped
     if tid in moved:
         from .._live.facts import summarize
 
@@ -160,6 +168,68 @@ def _explain_recorded(
             (n.name for n in g.tensors if n.name and g.tensor(n.id) is t), None))
     del roots_live
     return analyse(view, tid, roots, live=live, ran=ran, optimizer=optimizer, hints=hints, precision=precision)
+
+
+def _stopped_before(trace: Any, g: Graph, tid: str) -> tuple[int, str, int] | None:
+    """``(pass, the last node that ran, its step)`` when every traced backward pass that could
+    have written ``tid``'s ``.grad`` stopped with an error before its AccumulateGrad ran (None:
+    one reached it, or none stopped)."""
+    rec = getattr(trace, "_rec", None)
+    if rec is None or not rec.grads or not rec.passes or all(rec.pass_done[:rec.passes]):
+        return None
+    acc = {o.id for o in g.ops if o.variable == tid}
+    try:
+        steps = trace.replay().steps
+    except Exception:  # noqa: BLE001 - a trace that cannot replay: nothing to add
+        return None
+    if not acc or any(s.op in acc for s in steps):
+        return None
+    for p in range(rec.passes):
+        if not rec.pass_done[p]:
+            ran = [s for s in steps if s.backward == p]
+            if ran:
+                return p, ran[-1].name, ran[-1].index
+    return None
+
+
+def _reached_version(g: Graph, tid: str) -> str:
+    """The record the roots reach of the leaf ``tid`` stands for: ``tid`` itself, or, when the
+    roots were computed before an update made in place without a backward node (an optimizer
+    step under no_grad, ``w.add_()`` under torch.no_grad()) gave the leaf a new version, the
+    earlier version they used.  The same tensor, the same ``.grad``."""
+    from .nonfinite_causes import Links
+
+    node = g.node(tid)
+    if not isinstance(node, TensorNode) or not node.is_leaf or not g.roots:
+        return tid
+    links = Links(g)
+    reached: set = set()
+    for r in g.roots:
+        reached.update(links.ancestors(r.id))
+    cur = tid
+    while cur not in reached:
+        op = links.maker.get(cur)
+        made = g.node(op) if op is not None else None
+        if made is None or made.name is not None or not (made.forward or "").endswith("_"):
+            return tid
+        ins = links.forward_inputs(op)
+        if not ins or not g.node(ins[0]).is_leaf:
+            return tid
+        cur = ins[0]
+    return cur
+
+
+def _renamed(g: Graph, tid: str, later: TensorNode) -> Graph:
+    """``g`` with record ``tid``, an earlier version of the leaf ``later``, named as it is and
+    holding the ``.grad`` it holds (one tensor, one ``.grad``)."""
+    node = g.node(tid)
+    name = node.name or later.name
+    grad = node.grad if node.grad is not None else later.grad
+    if name == node.name and grad is node.grad:
+        return g
+    tensors = [n._replace(name=name, grad=grad) if n.id == tid else n for n in g.tensors]
+    refs = {n.id: weakref.ref(t) for n in g.tensors if (t := g.tensor(n.id)) is not None}
+    return Graph(tensors, g.ops, g.edges, [r.id for r in g.roots], source=g.source, refs=refs, notes=dict(g.notes))
 
 
 def _accumulated(trace: Any, tid: str) -> tuple[list[int], str | None] | None:

@@ -117,11 +117,16 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
     own = (" The gradient it received had no NaN (anomaly mode checked it when the node before returned it), so the "
            "NaN comes from this node's own derivative at the values the forward gave it.")
     exponent = _exponent(fn) if stem == "Pow" else None
-    if exponent is not None and exponent >= 1:  # (x ** 2: a finite derivative; the NaN is 0 times an inf it received)
+    finite = (exponent is not None and exponent >= 1) or stem in _FINITE_STEMS
+    if finite:  # (x ** 2, x * y: a finite derivative; the NaN is 0 times an inf it received, or a NaN it saved)
         known = None
+        what_d = f"this power (x ** {exponent:g})" if exponent is not None else node_name
         own = (f" The gradient it received had no NaN (anomaly mode checked it), but it may have held inf, which anomaly "
-               f"mode does not check: the derivative of this power (x ** {exponent:g}) is finite, so its NaN is 0 times "
-               f"an infinite gradient sent by a node before it.")
+               f"mode does not check: the derivative of {what_d} is finite, so its NaN is 0 times an infinite gradient "
+               f"sent by a node before it (or inf − inf), or a NaN already in the forward values it saved.")
+        suspects = _suspects(fn, parents)
+        if suspects:
+            own += " The nodes before it whose derivative can be infinite: " + "; ".join(suspects) + "."
     sentences = [head + own]
     reasons = ["anomaly_nan"]
     den = None
@@ -143,7 +148,7 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
             f"{out_name or 'Its result'} is masked afterwards, but a mask after the operation does not stop this: the "
             f"masked positions still get a gradient (0), and 0 divided by 0 (or times infinity) is NaN."
         )
-    if exponent is not None and exponent >= 1:
+    if finite:
         fix = ("Find the node before it that sent inf (run the code under graphlens.trace() and ask "
                "graphlens.explain(err, tr): it names that node) and keep its input away from the value where its "
                "derivative is infinite (a root, a log or a division at 0).")
@@ -175,6 +180,33 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
             fix = seen.fix
     return Explanation(reasons, sentences, fix=fix, tensor_name=out_name, graph=g, message=message, op=node_name,
                        line=line, lineno=lineno)
+
+
+#: Nodes whose derivative is finite wherever their inputs are: a NaN they return came to them.
+_FINITE_STEMS = frozenset({
+    "Mul", "Add", "Sub", "Rsub", "Neg", "Mm", "Addmm", "Bmm", "Baddbmm", "Mv", "Dot", "Linear", "Convolution", "Sum",
+    "Mean", "Expand", "View", "UnsafeView", "Reshape", "Clone", "ToCopy", "T", "Transpose", "Permute", "Unsqueeze",
+    "Squeeze", "Select", "Slice", "Index", "Cat", "Stack", "Relu", "Tanh", "Sigmoid", "Embedding", "MaskedFill", "Where",
+})
+
+
+def _suspects(fn: Any, parents: dict, limit: int = 3) -> list[str]:
+    """The nodes that run before ``fn`` in backward (their gradients reach it) whose derivative
+    can be infinite, nearest first, each with the forward line anomaly mode saw make it."""
+    out, seen, frontier = [], {id(fn)}, list(parents.get(id(fn), ()))
+    while frontier and len(out) < limit:
+        nxt = []
+        for p in frontier:
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            stem = type(p).__name__.split("Backward")[0]
+            if stem in DERIVATIVES and not (stem == "Pow" and (_exponent(p) or 0) >= 1):
+                lineno, line = forward_line(p)
+                out.append(f"{type(p).__name__}" + (f" (line {lineno}: {line})" if line else ""))
+            nxt.extend(parents.get(id(p), ()))
+        frontier = nxt
+    return out[:limit]
 
 
 def _exponent(fn: Any) -> float | None:

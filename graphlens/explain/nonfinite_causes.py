@@ -17,7 +17,7 @@ import torch
 from ..graph import Graph, OpNode, TensorNode
 from ..values import Summary, format_number
 
-__all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "base", "forward_cause", "backward_cause", "safe_where_fix"]
+__all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
 
 def bad(s: Summary | None) -> bool:
@@ -50,14 +50,56 @@ def index(shape: tuple, flat: int | None) -> str:
 
 def value_at(s: Summary | None, flat: int | None, shape: tuple) -> Any:
     """The value summarised by ``s`` at the flat position ``flat`` of a tensor of ``shape``,
-    where it can be told: a one-element tensor, or one of that shape read that far."""
+    where it can be told: the element broadcasting puts there (a one-element tensor, a
+    tensor of that shape, or one that broadcasts to it), when it was read."""
     if s is None or s.head is None or flat is None:
         return None
     if s.numel == 1 and s.head:
         return s.head[0]
-    if tuple(s.shape) == tuple(shape) and flat < len(s.head):
-        return s.head[flat]
+    p = position(tuple(shape), flat, tuple(s.shape))
+    if p is not None and p < len(s.head):
+        return s.head[p]
     return None
+
+
+def position(shape: tuple, flat: int, of: tuple) -> int | None:
+    """The flat position, in a tensor of shape ``of``, of the element broadcasting uses at
+    flat position ``flat`` of a result of ``shape`` (None: ``of`` does not broadcast to it).
+
+    >>> position((3, 2), 5, (3, 2)), position((3, 2), 5, (2,)), position((3, 2), 5, (3, 1)), position((3, 2), 1, (3,))
+    (5, 1, 2, None)
+    """
+    if of == shape:
+        return flat
+    if len(of) > len(shape) or any(type(n) is not int for n in shape + of):
+        return None
+    idx = []
+    for n in reversed(shape):
+        idx.append(flat % n if n else 0)
+        flat = flat // n if n else 0
+    idx.reverse()
+    out, lead = 0, len(shape) - len(of)
+    for k, size in enumerate(of):
+        i = idx[lead + k] if size == shape[lead + k] else 0 if size == 1 else None
+        if i is None:
+            return None
+        out = out * size + i
+    return out
+
+
+#: Forward ops whose result at a position is not computed from their inputs at that position
+#: (a sum over products, a convolution): an input's value "there" means nothing.
+CONTRACTIONS = frozenset({
+    "addmm", "mm", "matmul", "bmm", "baddbmm", "addbmm", "addmv", "mv", "linear", "einsum", "tensordot", "dot", "vdot",
+    "inner", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
+    "bilinear", "scaled_dot_product_attention", "multi_head_attention_forward", "embedding", "cdist", "chain_matmul",
+    "multi_dot", "kron", "cross",
+})
+
+
+def positional(name: str | None) -> bool:
+    """Whether an op's inputs can be read at the position of one element of its result."""
+    return base(name) not in CONTRACTIONS
 
 
 def base(name: str | None) -> str:
@@ -170,6 +212,13 @@ class Cause(NamedTuple):
 
 
 _LOGS = {"log", "log2", "log10", "log1p"}
+#: Ops that write a value the program gives them (a mask's -inf is written, not computed).
+FILLS = frozenset({"masked_fill", "fill", "full", "full_like", "new_full", "index_fill", "where", "fill_diagonal",
+                   "masked_scatter", "index_put", "setitem"})
+#: Ops that turn a row of -inf into NaN (0 / 0), and only then: their results are never infinite.
+SOFTMAXES = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax"})
+#: Attention recorded as one call (its softmax inside): a query whose every key is masked gives NaN.
+ATTENTIONS = frozenset({"multi_head_attention_forward", "_native_multi_head_attention"})
 _DIVS = {"div", "true_divide", "truediv", "rdiv", "rtruediv", "divide"}
 _CASTS = {"to", "half", "bfloat16", "float", "double", "type", "type_as"}
 _HALF = {"float16", "bfloat16"}
@@ -188,8 +237,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     fwd = op.forward or op.name or op_id
     name = base(fwd)
     inputs = links.forward_inputs(op_id)
-    nums = [value_at(g.node(t).value, at, out.shape) for t in inputs]
-    nums = [v for v in nums if type(v) in (float, int)]
+    vals = [value_at(g.node(t).value, at, out.shape) if positional(fwd) else None for t in inputs]
+    nums = [v for v in vals if type(v) in (float, int)]
     inf = type(bad_value) is float and bad_value in (float("inf"), float("-inf"))
     if name in _LOGS:
         x = links.label(inputs[0]) if inputs else "x"
@@ -218,15 +267,30 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          f"Find out why {x} is negative there; clamp it first, or take the log of its absolute value "
                          f"if that is what you mean.")
     if name in _DIVS or name == "reciprocal" or name == "rsqrt":
-        den = nums[-1] if nums else None
+        num, den, den_id = _division(g, op_id, name, inputs, vals)
         if den == 0:
-            zero_over_zero = name not in ("reciprocal", "rsqrt", "rdiv", "rtruediv") and len(nums) >= 2 and nums[0] == 0
-            what = "0 / 0 is NaN" if zero_over_zero else "dividing by 0 gives an infinity"
-            b = links.label(inputs[-1]) if inputs else "b"
+            what = "0 / 0 is NaN" if kind(bad_value) == "NaN" else "dividing by 0 gives an infinity"
+            b = links.label(den_id) if den_id else "b"
+            shown = f" ({b})" if den_id and not _named_like(b) else ""
             b = b if _named_like(b) else "b"
+            made = links.made_by(den_id)
+            if made == "sqrt" and _variance_like(g, links, next(iter(links.forward_inputs(links.maker[den_id])), None)):
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there: the square root of a variance, and a "
+                             f"variance is 0 where every value it summarises is the same (a constant row or column), so "
+                             f"{what}.", "Add eps inside the root: torch.sqrt(var + eps) (what LayerNorm and BatchNorm "
+                             "do), or torch.rsqrt(var + eps).")
+            if made in ("std", "var", "std_mean", "var_mean"):
+                why = (f"The denominator{shown} is 0 there: {made} is 0 where every value it summarises is the same (a "
+                       f"constant column or row, or a single value), and {what}.")
+                src = links.label(next(iter(links.forward_inputs(links.maker[den_id])), None))
+                src = src if _named_like(src) else "x"
+                fix = (f"Add eps to the denominator: divide by ({src}.{made.split('_')[0]}(dim) + 1e-8) (what LayerNorm and "
+                       f"BatchNorm do); or drop the features that never vary.")
+                return Cause("division_by_zero", why, fix)
+            of = (f": {made} is 0 for a vector of zeros" if made in ("norm", "linalg_vector_norm", "vector_norm") else "")
             fix = (f"Keep the denominator away from 0: divide by ({b} + eps) or {b}.clamp(min=eps); where 0 / 0 should "
                    f"mean 0, divide by torch.where({b} == 0, torch.ones_like({b}), {b}) and mask the result.")
-            return Cause("division_by_zero", f"The denominator is 0 there: {what}.", fix)
+            return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}.", fix)
     if name in ("sqrt", "acos", "asin", "acosh", "atanh") and nums and not inf:
         lo, hi = {"sqrt": (0, None), "acos": (-1, 1), "asin": (-1, 1), "acosh": (1, None), "atanh": (-1, 1)}[name]
         v = nums[0]
@@ -241,10 +305,106 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     if name == "pow" and nums and nums[0] == 0 and inf:
         return Cause("division_by_zero", "0 to a negative power is an infinity (a division by 0).",
                      "Keep the base away from 0: (x + eps) ** p or x.clamp(min=eps) ** p.")
+    if inf and name in FILLS:
+        return Cause("masked_infinity", f"{fwd} wrote {kind(bad_value)} there: the value the program gave it (a mask), not a "
+                     f"result of arithmetic, and every later non-finite value was computed from it.",
+                     "Keep the masked positions out of what reaches the loss: softmax turns -inf into a weight of 0, but a "
+                     "sum, a mean or a product over masked values stays infinite; select the valid positions "
+                     "(torch.where(mask, 0, x), x[~mask]) before such an op, or mask with a large finite number "
+                     "(torch.finfo(x.dtype).min) instead of -inf.")
+    if name in ("std", "var", "std_mean", "var_mean") and kind(bad_value) == "NaN" and inputs:
+        n_in, n_out = g.node(inputs[0]).value, out.value
+        if n_in is not None and n_out is not None and n_out.numel and n_in.numel == n_out.numel:
+            return Cause("std_of_one", f"Each {name} here was over a single element: with the default correction (N - 1, "
+                         f"Bessel's) it divides by 1 - 1 = 0, and 0 / 0 is NaN.",
+                         f"Reduce over at least two elements (a batch of one has no spread to estimate), or ask for the "
+                         f"population value: x.{name.split('_')[0]}(dim, correction=0) (unbiased=False).")
     if inf and name not in _LOGS and name not in _DIVS:
         return _overflow(g, links, op_id, name, inputs, nums, out)
     return Cause("nonfinite_forward", f"{fwd} made it from finite inputs.",
                  f"Check the inputs of {fwd} at that position before the op (torch.isfinite).")
+
+
+def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out: TensorNode, fill: TensorNode) -> Cause:
+    """Why softmax (``op_id``; or attention recorded as one call) made NaN at flat position ``at``
+    of ``out`` from an input that held only the infinities a mask wrote (``fill``, made by a fill
+    op): a fully masked row, checked on the live input where it is still the tensor recorded."""
+    name = base(g.node(op_id).forward)
+    filler = g.node(links.maker[fill.id])
+    where = f" at line {filler.line}" if filler.line else ""
+    if name in ATTENTIONS:
+        rows = _masked_rows(g, fill.id, -1)
+        why = (f"Attention takes a softmax over the keys of each query, and the softmax of a row whose every element is "
+               f"-inf is 0 / 0 = NaN: the mask ({base(filler.forward)}{where}, from key_padding_mask or attn_mask) hides "
+               f"every key of a query.")
+        if rows:
+            shown = ", ".join(rows[:4]) + (", ..." if len(rows) > 4 else "")
+            why += f" Here every key is masked in {shown} of the mask."
+        fix = ("Leave at least one key visible to every query (drop fully padded sequences from the batch), or call the "
+               "module with need_weights=False (its fused path gives 0 for such a query); F.scaled_dot_product_attention "
+               "gives 0 there too.")
+        return Cause("masked_softmax", why, fix)
+    src = links.forward_inputs(op_id)[:1]
+    dim = _saved_int(g, op_id, "dim")
+    rows = _masked_rows(g, src[0], dim) if src and dim is not None else None
+    why = (f"The softmax of a row whose every element is -inf is 0 / 0 = NaN (exp(-inf) is 0 above and below the "
+           f"fraction bar); the -inf came from the mask {base(filler.forward)} wrote on purpose{where}.")
+    if rows:
+        shown = ", ".join(rows[:4]) + (", ..." if len(rows) > 4 else "")
+        why += f" Here every position is masked in row{'s' if len(rows) > 1 else ''} {shown} of {links.label(src[0])}."
+    else:
+        why += (" (A row without NaN gives NaN only when its largest value is infinite: every position masked, all -inf; "
+                "or one +inf.)")
+    fix = ("Leave at least one unmasked position in every row (drop or skip fully padded sequences, or let a query always "
+           "see itself); or mask with a large finite number, torch.finfo(x.dtype).min, instead of -inf and zero the "
+           "rows that have no valid position after the softmax. F.scaled_dot_product_attention and "
+           "nn.MultiheadAttention(need_weights=False) give 0 for such rows.")
+    return Cause("masked_softmax", why, fix)
+
+
+def _saved_int(g: Graph, op_id: str, name: str) -> int | None:
+    """An integer op ``op_id``'s backward node saved as ``name`` (a negative one is saved as an
+    unsigned 64-bit number: turned back)."""
+    v = next((e.value for e in getattr(g.node(op_id), "saved", ()) or () if e.name == name and type(e.value) is int), None)
+    return v - 2 ** 64 if v is not None and v >= 2 ** 63 else v
+
+
+def _masked_rows(g: Graph, tid: str, dim: int) -> list[str] | None:
+    """The rows along ``dim`` of the live tensor ``tid`` that are -inf at every position, where
+    that tensor is still the one the trace recorded (same version); else None."""
+    t = g.tensor(tid)
+    node = g.node(tid)
+    if t is None or not isinstance(node, TensorNode):
+        return None
+    try:
+        if int(t._version) != node.version or not t.is_floating_point() or t.dim() == 0:
+            return None
+        with torch.no_grad(), torch._C.DisableTorchFunction():
+            full = torch.isneginf(t.detach()).all(dim=dim)
+            where = full.nonzero().tolist()
+    except Exception:  # noqa: BLE001 - a check on live data is a bonus
+        return None
+    names = []
+    for idx in where:
+        idx = list(idx)
+        idx.insert(dim % t.dim(), ":")
+        names.append("[" + ", ".join(map(str, idx)) + "]")
+    return names or None
+
+
+def _division(g: Graph, op_id: str, name: str, inputs: list[str], vals: list) -> tuple[Any, Any, str | None]:
+    """``(numerator, denominator, the denominator's tensor id)`` of a division at one position
+    (None where not known): ``1 / x`` and ``2 / x`` have the tensor as denominator; ``x / 2.0``
+    has a number the backward node saved."""
+    if name in ("reciprocal", "rsqrt"):
+        return 1, (vals[0] if vals else None), (inputs[0] if inputs else None)
+    if name in ("rdiv", "rtruediv"):
+        return None, (vals[0] if vals else None), (inputs[0] if inputs else None)
+    if len(inputs) >= 2:
+        return vals[0], vals[1], inputs[1]
+    node = g.node(op_id)
+    other = next((e.value for e in getattr(node, "saved", ()) or () if e.name == "other" and type(e.value) in (int, float)), None)
+    return (vals[0] if vals else None), other, None
 
 
 def _overflow(g: Graph, links: Links, op_id: str, name: str, inputs: list[str], nums: list, out: TensorNode) -> Cause:
@@ -291,83 +451,15 @@ def _exp_edge(dtype: str) -> float:
         return 88.7
 
 
-# -- backward: nodes whose derivative is infinite (or 0/0) somewhere -------------------------------
-_DERIVATIVES: dict[str, tuple[str, str]] = {
-    "SqrtBackward0": ("the derivative of sqrt, 1 / (2·sqrt(x)), is infinite at x = 0",
-                      "keep the input of sqrt away from 0: torch.sqrt({x} + eps) or torch.sqrt({x}.clamp(min=eps))"),
-    "RsqrtBackward0": ("the derivative of rsqrt, -1 / (2·x^1.5), is infinite at x = 0", "use torch.rsqrt({x} + eps)"),
-    "PowBackward0": ("the derivative of x ** p, p·x^(p-1), is infinite at x = 0 when p < 1",
-                     "keep the base away from 0: ({x} + eps) ** p or {x}.clamp(min=eps) ** p"),
-    "PowBackward1": ("the derivative of a power is infinite or undefined there", "keep the base away from 0: ({x} + eps) ** p"),
-    "PowBackward2": ("the derivative of b ** x is b^x·log(b), and log(0) is -inf", "keep the base away from 0"),
-    "LogBackward0": ("the derivative of log, 1 / x, is infinite at x = 0",
-                     "keep the input of log away from 0: torch.log({x}.clamp(min=eps)) or torch.log({x} + eps)"),
-    "Log2Backward0": ("the derivative of log2, 1 / (x·ln 2), is infinite at x = 0", "torch.log2({x}.clamp(min=eps))"),
-    "Log10Backward0": ("the derivative of log10, 1 / (x·ln 10), is infinite at x = 0", "torch.log10({x}.clamp(min=eps))"),
-    "Log1PBackward0": ("the derivative of log1p, 1 / (1 + x), is infinite at x = -1", "keep 1 + {x} away from 0"),
-    "DivBackward0": ("the division's derivative, 1 / b for the numerator and -a / b² for the denominator, is infinite "
-                     "at b = 0", "keep the denominator away from 0: divide by ({x} + eps) or {x}.clamp(min=eps)"),
-    "ReciprocalBackward0": ("the derivative of the reciprocal, -1 / x², is infinite at x = 0",
-                            "keep the input away from 0: 1 / ({x} + eps)"),
-    "AcosBackward0": ("the derivative of acos, -1 / sqrt(1 - x²), is infinite at x = ±1",
-                      "keep the input strictly inside (-1, 1): torch.acos({x}.clamp(-1 + eps, 1 - eps))"),
-    "AsinBackward0": ("the derivative of asin, 1 / sqrt(1 - x²), is infinite at x = ±1",
-                      "keep the input strictly inside (-1, 1): torch.asin({x}.clamp(-1 + eps, 1 - eps))"),
-    "AtanhBackward0": ("the derivative of atanh, 1 / (1 - x²), is infinite at x = ±1",
-                       "keep the input strictly inside (-1, 1): torch.atanh({x}.clamp(-1 + eps, 1 - eps))"),
-    "Atan2Backward0": ("atan2(y, x) has no derivative at (0, 0)", "keep the point away from the origin, e.g. atan2(y, x + eps)"),
-    "ExpBackward0": ("the derivative of exp is exp(x) itself, which overflows to inf there",
-                     "keep the input of exp small: subtract its maximum first, or clamp it"),
-    "NormBackward0": ("the derivative of the norm, x / ||x||, is 0/0 for a zero vector",
-                      "add eps inside the root: torch.sqrt(({x} ** 2).sum() + eps)"),
-    "NormBackward1": ("the derivative of the norm, x / ||x||, is 0/0 for a zero vector",
-                      "add eps inside the root: torch.sqrt(({x} ** 2).sum(dim) + eps)"),
-    "CdistBackward0": ("the derivative of cdist is 0/0 where two points coincide", "add eps to the squared distance before the root"),
-}
-
-def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str, x: str) -> tuple[list[str], str]:
-    """Why backward node ``node_name`` (the backward of ``fwd``, whose input is called ``x``)
-    sent a non-finite gradient from a finite one: extra reason codes, one sentence, the fix."""
-    why, fix = _DERIVATIVES.get(node_name, (f"the derivative of {fwd} is not finite at that input",
-                                            f"keep the input of {fwd} away from the values where its derivative is not finite"))
-    codes = ["infinite_derivative"]
-    inputs = links.forward_inputs(op_id)
-    src = links.maker.get(inputs[0]) if inputs else None
-    srcname = base(g.node(src).forward) if src is not None else ""
-    root_like = node_name == "SqrtBackward0" or (node_name == "PowBackward0" and _exponent(g, op_id) == 0.5)
-    root = "the square root" if node_name == "SqrtBackward0" else "the power 0.5"
-    plain = x if _named_like(x) else "x"
-    if root_like and srcname in ("sum", "mean"):
-        inner = links.forward_inputs(src)
-        sq = _squared(g, links, inner[0]) if inner else None
-        if sq is not None:
-            v = links.label(sq)
-            v = v if _named_like(v) else "v"
-            why = (f"{root} takes a sum of squares here: this is the norm of a vector, and where that vector is zero the "
-                   f"norm's derivative, v / ||v||, is 0/0 (the derivative of the root is infinite at 0)")
-            fix = (f"use torch.linalg.vector_norm({v}, dim=...) (its gradient at a zero vector is 0), or add eps inside the "
-                   f"root: torch.sqrt(({v} ** 2).sum(dim) + eps)")
-    elif root_like and srcname == "add" and all(_squared(g, links, t) is not None for t in links.forward_inputs(src)):
-        why = (f"{root} takes a sum of squares here (the length of a vector, sqrt(a² + b²)): where every part is zero "
-               f"its derivative is 0/0 (the derivative of the root is infinite at 0)")
-        fix = "add eps inside the root: (a ** 2 + b ** 2 + eps) ** 0.5, or torch.sqrt(a ** 2 + b ** 2 + eps)"
-    elif root_like and inputs and _squared(g, links, inputs[0]) is not None:
-        v = links.label(_squared(g, links, inputs[0]))
-        why = (f"here {root} takes a square: sqrt(v ** 2) is |v|, and the root's infinite derivative at 0 times the "
-               f"square's derivative 0 there is 0 · inf = NaN")
-        fix = (f"use {v}.abs() instead of the root of its square" if _named_like(v) else
-               "take the absolute value of what you square (v.abs()) instead of the root of its square") + \
-            " (its gradient at 0 is 0)"
-    elif node_name == "LogBackward0" and srcname in ("softmax", "_softmax"):
-        codes.append("log_of_softmax")
-        why = ("here log takes a softmax: softmax underflowed to 0 for a logit far below the largest one, and the "
-               "derivative of log is infinite at 0")
-        fix = ("use torch.log_softmax(x, dim) (F.log_softmax) instead of torch.log(torch.softmax(x, dim)); for a loss, "
-               "F.cross_entropy takes the logits directly")
-    elif node_name in ("AcosBackward0", "AsinBackward0") and srcname == "clamp":
-        fix = (f"clamp the input to [-1 + eps, 1 - eps] instead of [-1, 1] (torch.{fwd}(x.clamp(-1 + eps, 1 - eps))): at "
-               f"exactly ±1 the derivative of {fwd} is still infinite")
-    return codes, why[0].upper() + why[1:] + ".", fix.replace("{x}", plain)
+def _variance_like(g: Graph, links: Links, tid: str | None) -> bool:
+    """Whether ``tid`` is a variance: ``x.var()``, or the mean of a square (``((x - mu) ** 2).mean()``)."""
+    made = links.made_by(tid)
+    if made in ("var", "var_mean"):
+        return True
+    if made == "mean" and tid is not None:
+        ins = links.forward_inputs(links.maker[tid])
+        return bool(ins) and _squared(g, links, ins[0]) is not None
+    return False
 
 
 def _named_like(label: str) -> bool:
@@ -412,3 +504,7 @@ def safe_where_fix(fwd: str, x: str, mask: str, exp_like: bool) -> str:
     return (f"Make the input safe before {base(fwd)}, so its branch is finite even where it is not chosen: "
             f"torch.where({mask}, {call}(torch.where({mask}, {x}, {safe}({x}))), other) (the double-where pattern); "
             f"masking after the op cannot help.")
+
+
+#: (for :mod:`graphlens.explain.nonfinite_derivatives`)
+named_like, squared, exponent, limit = _named_like, _squared, _exponent, _limit

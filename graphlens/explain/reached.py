@@ -111,6 +111,16 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 f"there before a backward and after one with retain_graph=True). If it has not, {a.backward} will "
                 f"add to this value."
             )
+    elif a.ran and a.is_leaf and a.hints.get("stopped"):
+        p, last, k = a.hints["stopped"]
+        d.reasons.append("backward_stopped")
+        d.sentences.append(
+            f"{a.grad_of} is None: {root_name} reaches {who} through {chain}, but backward pass {p + 1} stopped with an "
+            f"error after {last} (step {k + 1} of tr.replay()), before it reached {who}'s AccumulateGrad: the gradient "
+            f"was never written, and nothing reset it."
+        )
+        d.fix = ("Fix the error that stopped backward (graphlens.explain(err, tr) says what it was), then run backward "
+                 "again.")
     elif a.ran:
         node_flowed = node is not None and gradient_flowed(node)
         if a.is_leaf:

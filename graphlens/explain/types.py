@@ -17,6 +17,8 @@ GRAD_REASONS: dict[str, str] = {
     "will_accumulate": "it already holds a gradient from an earlier backward, and the next backward adds to it",
     "backward_not_run": "the tensor will get a gradient, but backward has not run through the root yet",
     "zero_grad_set_none": "backward ran, yet .grad is None: it was reset afterwards (zero_grad() sets None by default)",
+    "backward_stopped": "a traced backward pass stopped with an error before it reached the tensor, so its .grad was "
+    "never written",
     "retain_grad_too_late": "a non-leaf retains grad but has none although backward ran (retain_grad() came after it)",
     "nonleaf_not_retained": "a non-leaf tensor: its gradient flows through and is discarded unless retain_grad() was called",
     "is_a_copy": "a non-leaf standing in for a leaf, e.g. randn(..., requires_grad=True) * 2 or .to()/.double(): "
@@ -106,6 +108,10 @@ NONFINITE_REASONS: dict[str, str] = {
     "invalid_domain": "the input is outside the op's domain (log or sqrt of a negative number, acos/asin beyond ±1): NaN",
     "log_of_softmax": "log(softmax(x)): softmax underflowed to 0 for very negative logits, and log(0) = -inf; "
     "log_softmax computes the same thing without the underflow",
+    "masked_infinity": "the infinity was written on purpose (masked_fill, torch.full, torch.where with float('-inf')): "
+    "not an overflow; it reached the value because nothing removed the masked positions",
+    "masked_softmax": "softmax of a row whose every element is -inf (every position masked) is 0 / 0 = NaN",
+    "std_of_one": "std or var with the default correction divides by N - 1: over a single element that is 0 / 0 = NaN",
 }
 GRAD_REASONS.update(NONFINITE_REASONS)
 

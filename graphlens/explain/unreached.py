@@ -5,6 +5,7 @@ from __future__ import annotations
 from .answer import Asked, Draft
 from .cuts import cut_fix, traced_cut, traced_cut_between
 from .facts import grad_text
+from ..values import same_head
 
 __all__ = ["not_reached", "leaf_root"]
 
@@ -23,7 +24,7 @@ def _twin(view, r: str) -> str | None:
         return None
     n = int(r[1:])
     for t in reversed(view.g.tensors):
-        if int(t.id[1:]) < n and t.value is not None and t.value.shape == rec.value.shape and t.value.head == rec.value.head \
+        if int(t.id[1:]) < n and t.value is not None and t.value.shape == rec.value.shape and same_head(t.value.head, rec.value.head) \
                 and t.value.min == rec.value.min and t.value.max == rec.value.max and not t.requires_grad:
             return t.id
     return None

@@ -82,7 +82,7 @@ def shape_text(t: TensorNode) -> str:
 def _nonfinite_word(s: Summary) -> str:
     """``"(NaN at [0])"``: what is not finite, and where the first one is, for a label."""
     at = s.nonfinite_at
-    v = s.head[at] if s.head and at is not None and at < len(s.head) else None
+    v = s.head[at] if s.head and at is not None and at < len(s.head) else s.nonfinite_value
     what = "NaN" if type(v) is float and v != v else (("inf" if v > 0 else "-inf") if type(v) is float else "NaN/inf")
     if at is None or s.numel <= 1:
         return f"({what})"

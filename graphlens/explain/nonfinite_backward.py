@@ -1,0 +1,322 @@
+"""Why a gradient is NaN or infinite though the loss was finite: the first backward node, in the engine's order, that sent one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..graph import Graph, TensorNode
+from ..values import Summary, format_number
+from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
+from .nonfinite_derivatives import backward_cause
+from .nonfinite_text import SELECTING as _SELECTING, cap as _cap, first_bad as _at, infinite as _infinite, is_text as _is, \
+    same_line as _same, values_text as _values, versions as _versions, where_text as _where
+from .types import Explanation
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..replay import Replay, Step
+
+__all__ = ["origins", "origin", "turned", "backward_answer", "explain_failed_node"]
+
+
+def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
+    from .nonfinite import _forward_answer as answer  # (the forward answer: it asks this module about optimizer steps)
+
+    return answer(*args, **kwargs)
+
+
+def _origins(steps: list, pass_nr: int | None, relevant: set | None) -> list:
+    """The steps (of backward pass ``pass_nr``, among the ``relevant`` nodes) that sent a
+    non-finite gradient while every gradient that arrived was finite, in the engine's order."""
+    return [s for s in steps if (pass_nr is None or s.backward == pass_nr) and (relevant is None or s.op in relevant)
+            and any(bad(x) for x in s.grads_out) and not any(bad(x) for x in s.grads_in)]
+
+
+def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
+    """What an origin step did, as phrases: the node and line, what it sent where, the input
+    values there, the cause and the fix (``toward``: the nodes its gradient should be followed to)."""
+    op = g.node(step.op)
+    fwd, code, lineno = op.forward, op.code, op.line
+    inside, fop = "", step.op  # (fop: the op whose forward inputs and result the answer reads)
+    if fwd is None:  # (a node the forward op made inside, e.g. the reciprocal of 1 / x)
+        parent = next((p for p in links.parents.get(step.op, ()) if g.node(p).forward), None)
+        if parent is not None:
+            fop, pn = parent, g.node(parent)
+            fwd, code, lineno, inside = pn.forward, pn.code, pn.line, f" inside {pn.forward}"
+    fwd = fwd or step.name
+    outs = [k for k, x in enumerate(step.grads_out) if bad(x)]
+    if toward:
+        outs = [k for k in outs if links.nexts.get(step.op, {}).get(k, (None,))[0] in toward] or outs
+    k = outs[0]
+    sent = step.grads_out[k]
+    target, through = links.target_of(step.op, k), None
+    if target is None:  # (through a node the op made inside, e.g. linear's TBackward0 on the way to its weight)
+        target, through = _through(g, links, step.op, k)
+    tnode = g.node(target) if target else None
+    sshape = tuple(sent.shape) if sent else ()
+    tshape = tnode.shape if isinstance(tnode, TensorNode) else sshape
+    at, v, tainted = _pick(g, links, fop, sent, sshape if through else tuple(tshape))
+    if through == "TBackward0" and at is not None and len(sshape) == 2:  # (sent to weight.T: the weight's position)
+        at = (at % sshape[1]) * sshape[0] + at // sshape[1]
+    elif through is not None and tuple(tshape) != sshape:
+        at = None
+    pos = index(tuple(tshape), at)
+    arrived = step.grads_in[0] if step.grads_in else None
+    came = f"a finite {arrived}" if arrived is not None and arrived.numel <= 6 else "finite gradients"
+    what = (f"{step.name}{inside} (step {step.index + 1} of tr.replay()), the backward of {fwd}{_where(lineno, code)}: it "
+            f"received {came} and sent {kind(v)} to {links.label(target)}{pos}")
+    inputs = links.forward_inputs(fop)
+    if step.name == "DivBackward0":  # (the denominator: the second input, or a number the trace does not hold)
+        x = links.label(inputs[1]) if len(inputs) > 1 else "b"
+        xin = inputs[1] if len(inputs) > 1 else None
+    else:
+        x = links.label(inputs[0] if inputs else None)
+        xin = inputs[0] if inputs else None
+    xv = value_at(g.node(xin).value, at, tuple(tshape)) if xin is not None and positional(fwd) and not through else None
+    codes, why, fix = backward_cause(g, links, fop, step.name, fwd, x, value=xv, dtype=sent.dtype if sent else None,
+                                     inputs_finite=not any(bad(g.node(t).value) for t in inputs))
+    domain = "invalid_domain" in codes
+    out_t = next(iter(links.made.get(fop, {}).values()), None)
+    zero = arrived is not None and value_at(arrived, at, tuple(tshape)) == 0
+    extra = ""
+    if zero and out_t is not None:
+        masks = [c for c in links.consumers.get(out_t, ()) if base(g.node(c).forward) in ("where", "masked_fill")]
+        hidden = g.node(out_t).value
+        hv = value_at(hidden, at, tuple(tshape)) if bad(hidden) else None
+        shown = f" (its forward value there, {format_number(hv, 6)}, was hidden)" if hv is not None else ""
+        if masks:
+            codes.append("where_unchosen_branch")
+            cond = links.forward_inputs(masks[0])[:1]
+            mask = g.node(cond[0]).name if cond and g.node(cond[0]).name else "mask"
+            extra = (f" The result of {fwd} reached the loss through torch.{base(g.node(masks[0]).forward)}, which chose "
+                     f"the other branch at {pos or 'that position'}{shown}: the gradient that arrived there was 0, but 0 "
+                     f"times {'a NaN' if domain else 'an infinite'} derivative is NaN.")
+            fix = safe_where_fix(fwd, x, mask, base(fwd).startswith("exp"))
+        else:
+            codes.append("zero_times_inf")
+            users = [g.node(c).forward for c in links.consumers.get(out_t, ()) if g.node(c).forward]
+            # (an op that selects elements leaves the others out; an arithmetic one used the element, and its
+            # derivative there was 0: say only where the 0 came from)
+            by = (f" ({users[0]} did not use that element)" if base(users[0]) in _SELECTING else f" (from {users[0]})") if users else ""
+            extra = (f" The gradient that arrived at {pos or 'that element'} was 0{by}, but 0 times {'a NaN' if domain else 'an infinite'} "
+                     f"derivative is NaN: masking or selecting after the op cannot stop it.")
+            fix = fix + (" before the op" if "log_softmax" not in fix else "")
+    return {"what": what, "values": _values(g, links, fop, at, tshape), "why": why + extra, "codes": codes,
+            "fix": _cap(fix) + ("" if fix.endswith(".") else "."), "op": fwd, "line": code, "lineno": lineno,
+            "tainted": tainted, "at": at, "pos": pos, "fop": fop}
+
+
+def _through(g: Graph, links: Links, op: str, k: int, hops: int = 3) -> tuple[str | None, str | None]:
+    """The tensor the gradient ``op`` sends along next edge ``k`` is for, followed through the
+    nodes a forward op made inside (no forward call of their own, one way on: linear's
+    ``TBackward0``, a cast), and the name of the first such node (None when none)."""
+    first = None
+    for _ in range(hops):
+        child = links.nexts.get(op, {}).get(k)
+        if child is None:
+            return None, first
+        node = g.node(child[0])
+        nexts = links.nexts.get(child[0], {})
+        if node.forward is not None or len(nexts) != 1:
+            return None, first
+        first = first or node.name
+        op, k = child[0], next(iter(nexts))
+        target = links.target_of(op, k)
+        if target is not None:
+            return target, first
+    return None, first
+
+
+def _pick(g: Graph, links: Links, op_id: str, sent: Summary | None, shape: tuple) -> tuple[int | None, Any, str | None]:
+    """The position of ``sent`` to explain: the first non-finite element where every forward
+    input of ``op_id`` was finite (a true origin), else the first one, with the input that was
+    already non-finite there (``tainted``: the gradient only carries a forward NaN back)."""
+    at, v = _at(sent)
+    inputs = links.forward_inputs(op_id)
+    if not positional(g.node(op_id).forward):  # (a matmul's gradient at any position sums over a whole input)
+        return at, v, next((t for t in inputs if bad(g.node(t).value)), None)
+
+    def spoiled(p: int | None) -> str | None:
+        return next((t for t in inputs if _infinite(value_at(g.node(t).value, p, shape))), None)
+
+    if sent is not None and sent.head is not None and spoiled(at) is not None:
+        for p, x in enumerate(sent.head):
+            if _infinite(x) and spoiled(p) is None:
+                return p, x, None
+    return at, v, spoiled(at)
+
+
+def _tainted_at(g: Graph, links: Links, t: TensorNode, o: dict) -> str:
+    """``NaN at X[2, 1]``: what a forward input held where the origin's gradient was not finite
+    (its own first non-finite element, when the op sums over it: a matmul)."""
+    at = o["at"] if positional(g.node(o["fop"]).forward) else None
+    v = value_at(t.value, at, t.shape) if at is not None else None
+    if v is None or not _infinite(v):
+        at, v = _at(t.value)
+    return f"{kind(v)} at {links.label(t.id)}{index(t.shape, at)}"
+
+
+def _summed(g: Graph, op: str) -> str:
+    """``: its gradient ... sums over the batch``, for a matmul-like node (0 × NaN = NaN)."""
+    node = g.node(op)
+    if node.name in ("AddmmBackward0", "MmBackward0", "BmmBackward0", "LinearBackward0", "ConvolutionBackward0", "MvBackward0"):
+        return ("; a matmul's gradient for one operand sums the other operand × the incoming gradient over every row: a "
+                "NaN in any row, times the 0 gradient a masked or unused row gets, is NaN")
+    return ""
+
+
+def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: list, where: str) -> Explanation:
+    common = dict(tensor_name=who, tensor_id=node.id, graph=g)
+    pass_nr, relevant = None, None
+    acc = next((o.id for o in g.ops if o.variable == node.id), None)
+    mine = {t.id for t in g.tensors if node.id in _versions(g, links, t.id)}  # (node and its earlier versions)
+    for s in steps:
+        for w in s.writes:
+            if w.tensor in mine and bad(w.after) and pass_nr is None:
+                if bad(w.before):
+                    return Explanation(
+                        ["nonfinite_backward", "nonfinite_grad_before"],
+                        [f"{who}.grad was already NaN or inf when backward pass {s.backward + 1} began adding to it: the "
+                         f"non-finite gradient came from an earlier backward (before the trace, or before .grad was "
+                         f"cleared)."],
+                        fix="Clear the gradients before each backward (optimizer.zero_grad()) and trace the pass that "
+                            "first made it.", **common)
+                pass_nr, acc = s.backward, s.op
+    if pass_nr is None and where == "flowed":
+        pass_nr = next(k for k, f in enumerate(node.flowed) if bad(f))
+    if acc is not None:
+        relevant = links.upstream(acc) - {acc}
+    elif node.op is not None:
+        relevant = links.upstream(node.op) - ({node.op} if where == "flowed" else set())
+    origins = _origins(steps, pass_nr, relevant) if pass_nr is not None else []
+    if not origins:
+        return _unseen_gradient(g, links, node, who, steps, common)
+    first = origins[0]
+    o = _origin(g, links, first, (relevant or set()) | ({acc} if acc else set()))
+    roots = [t for t in links.made.get(next((s.op for s in steps if s.backward == first.backward), ""), {}).values()]
+    loss = links.label(roots[0]) if roots and g.node(roots[0]).name else "the loss"
+    if o["tainted"] is not None:  # (a NaN of the forward pass the loss did not use, carried back by the gradient)
+        t = g.node(o["tainted"])
+        s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
+              f"backward of {o['op']}{_where(o['lineno'], o['line'])}) received finite gradients, but its input "
+              f"{links.label(t.id)} was already {_tainted_at(g, links, t, o)} in the forward pass (the loss did not use "
+              f"that value, but its gradient still passes through it{_summed(g, first.op)}).")
+        e = _forward_answer(g, links, t, links.label(t.id), steps)
+        rest = list(e.sentences) if e is not None else []
+        return Explanation(["nonfinite_backward"] + [c for c in (e.reasons if e else ()) if c != "nonfinite_forward"],
+                           [s1] + rest, fix=e.fix if e is not None else None, op=e.op if e else o["op"],
+                           line=e.line if e else o["line"], lineno=e.lineno if e else o["lineno"],
+                           cause=e.cause if e else first.op, path=(first.op,) + tuple(e.path if e else ()), **common)
+    s1 = (f"{who}.grad is not finite, though {loss} was finite. The first non-finite gradient came from {o['what']}"
+          f"{o['values']}.")
+    sentences = [s1, o["why"]]
+    _, mine = _at(node.grad if where == "grad" else next((f for f in node.flowed if bad(f)), None))
+    sentences += _turned(g, steps, first, relevant, mine, who, o["lineno"])
+    fix = o["fix"]
+    others = [s for s in origins[1:] if s.backward == first.backward]
+    for s in others[:3]:
+        so = _origin(g, links, s, relevant)
+        sentences.append(f"{s.name} (step {s.index + 1}, the backward of {so['op']}{_same(so['lineno'], so['line'], o['lineno'])}) "
+                         f"sent {kind(_at(next(x for x in s.grads_out if bad(x)))[1])} too: {so['why'][0].lower()}{so['why'][1:]}")
+        if so["fix"] != fix:
+            fix += f" For {so['op']} too: {so['fix'][0].lower()}{so['fix'][1:]}"
+    return Explanation(["nonfinite_backward"] + o["codes"], sentences, fix=fix,
+                       path=(first.op,) + tuple(t for t in (links.target_of(first.op, 0),) if t), op=o["op"],
+                       line=o["line"], lineno=o["lineno"], cause=first.op, facts=[(first.op, "op", first.name)], **common)
+
+
+def explain_failed_node(g: Graph, replay: "Replay | None", node_name: str) -> Explanation | None:
+    """Where the NaN that anomaly mode stopped at (``Function 'node_name' returned nan values``)
+    came from, read from a trace's backward records: the last step named ``node_name`` that
+    sent a non-finite gradient, and the first step of that pass, among the nodes whose gradient
+    reaches it, that sent one from finite gradients (anomaly mode checks only for NaN, so an
+    inf sent earlier that a later node turned into NaN is the origin).  The same phrases as
+    :func:`explain_nonfinite` gives for the tensor that gradient was for; None when the
+    records show no such step (nothing is guessed)."""
+    steps = list(replay.steps) if replay is not None else []
+    failed = next((s for s in reversed(steps) if s.name == node_name and any(bad(x) for x in s.grads_out)), None)
+    if failed is None:
+        return None
+    links = Links(g)
+    relevant = links.upstream(failed.op)
+    origins = _origins(steps, failed.backward, relevant)
+    if not origins:
+        return None
+    quiet_in = not any(bad(x) for x in failed.grads_in)
+    first = failed if quiet_in and failed in origins else origins[0]  # (its own NaN, from finite gradients)
+    o = _origin(g, links, first, relevant)
+    if o["tainted"] is not None:  # (a NaN of the forward pass, carried back: the forward answer says where it began)
+        t = g.node(o["tainted"])
+        e = _forward_answer(g, links, t, links.label(t.id), steps)
+        if e is None:
+            return None
+        s1 = (f"{first.name} (step {first.index + 1} of tr.replay(), the backward of {o['op']}{_where(o['lineno'], o['line'])}) "
+              f"received finite gradients, but its input {links.label(t.id)} was already {_tainted_at(g, links, t, o)} in "
+              f"the forward pass{_summed(g, first.op)}.")
+        return Explanation(["nonfinite_backward"] + [c for c in e.reasons if c != "nonfinite_forward"], [s1, *e.sentences],
+                           fix=e.fix, tensor_name=e.tensor_name, tensor_id=e.tensor_id, graph=g, op=e.op, line=e.line,
+                           lineno=e.lineno, cause=e.cause, path=(first.op,) + tuple(e.path), facts=e.facts)
+    sentences = [f"The first non-finite gradient came from {o['what']}{o['values']}.", o["why"]]
+    if first is not failed and not quiet_in:
+        sentences.append(
+            f"{failed.name} (step {failed.index + 1}), where anomaly mode stopped, received that non-finite gradient and "
+            f"sent NaN (0 × inf and inf − inf are NaN): anomaly mode checks for NaN, not for inf, so it did not stop at "
+            f"{first.name}."
+        )
+    target = links.target_of(failed.op, next(k for k, x in enumerate(failed.grads_out) if bad(x)))
+    return Explanation(["nonfinite_backward"] + o["codes"], sentences, fix=o["fix"],
+                       tensor_name=links.label(target) if target and g.node(target).name else None, tensor_id=target,
+                       graph=g, path=(first.op,) + tuple(t for t in (links.target_of(first.op, 0),) if t), op=o["op"],
+                       line=o["line"], lineno=o["lineno"], cause=first.op, facts=[(first.op, "op", first.name)])
+
+
+def _turned(g: Graph, steps: list, first: "Step", relevant: set | None, mine: Any, who: str, lineno: int | None) -> list[str]:
+    """The sentence saying which later node turned the inf ``first`` sent into the NaN ``who`` got."""
+    _, sent = _at(next(x for x in first.grads_out if bad(x)))
+    if kind(sent) not in ("inf", "-inf") or kind(mine) != "NaN":
+        return []
+
+    def nan(xs: tuple) -> bool:
+        return any(kind(_at(x)[1]) == "NaN" for x in xs if bad(x))
+
+    turned = next((s for s in steps if s.backward == first.backward and s.index > first.index
+                   and (relevant is None or s.op in relevant) and any(bad(x) for x in s.grads_in)
+                   and nan(s.grads_out) and not nan(s.grads_in)), None)
+    if turned is None:
+        return []
+    top = g.node(turned.op)
+    return [f"On the way to {who}, {turned.name} (the backward of {top.forward or turned.name}"
+            f"{_same(top.line, top.code, lineno)}) turned that inf into NaN (0 × inf and inf − inf are NaN)."]
+
+
+def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: list, common: dict) -> Explanation:
+    """A non-finite .grad that no traced backward node made: what the records do show."""
+    mine = {t.id for t in g.tensors if node.id in _versions(g, links, t.id)}
+    writes = [w for s in steps for w in s.writes if w.tensor in mine]
+    wrote = f"the traced backward wrote a finite {writes[-1].after} into it, and " if writes and not bad(writes[-1].after) else ""
+    sentences = [f"{_is(who + '.grad', node.grad, node.shape)}, but {wrote}every gradient the trace saw flow was finite: the "
+                 f"non-finite values were put into {who}.grad afterwards."]
+    # (the values .grad holds now, made by an op on a line that writes .grad: equal values alone could be chance)
+    same = next((t for t in g.tensors if t.id != node.id and links.maker.get(t.id) and t.value == node.grad
+                 and ".grad" in (g.node(links.maker[t.id]).code or "")), None)
+    path: tuple = ()
+    e = None
+    if same is not None:
+        op = g.node(links.maker[same.id])
+        sentences.append(f"They are exactly the values {op.forward} made{_where(op.line, op.code)}: an assignment to "
+                         f"{who}.grad after backward.")
+        e = _forward_answer(g, links, same, links.label(same.id), steps, head="They are not finite", it="they were")
+        sentences += list(e.sentences)
+        return Explanation(["nonfinite_backward", "nonfinite_grad_assigned"] + [c for c in e.reasons if c != "nonfinite_forward"],
+                           sentences, fix=e.fix, path=tuple(e.path), op=e.op, line=e.line, lineno=e.lineno, cause=e.cause,
+                           facts=e.facts, **common)
+    else:
+        sentences.append(f"graphlens did not see what put them there: code after the block that changes {who}.grad in "
+                         f"place or assigns to it, or a backward outside the block.")
+    fix = (e.fix if e is not None else f"Run the code that changes {who}.grad (clipping, hooks, a manual update, the "
+                                        f"backward) inside the graphlens.trace() block and ask again.")
+    return Explanation(["nonfinite_backward", "nonfinite_unseen"], sentences, fix=fix, path=path, **common)
+
+
+
+
+origins, origin, turned, backward_answer = _origins, _origin, _turned, _backward_answer
