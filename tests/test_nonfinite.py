@@ -766,3 +766,22 @@ def test_a_backward_that_stopped_before_a_leaf_never_blames_zero_grad():
     assert x.grad is None
     e = gl.explain(x, tr)
     assert e.reason == "backward_stopped" and "zero_grad" not in str(e) and "never written" in str(e), str(e)
+
+
+def test_a_line_that_ran_many_times_says_which_run_made_the_nan():
+    """A NaN made on a line inside a loop names which of that line's calls made it (the 2nd of 3 blocks)."""
+    torch.manual_seed(0)
+    blocks = [torch.tensor([1.0, 2.0], requires_grad=True), torch.tensor([0.0, 0.0], requires_grad=True),
+              torch.tensor([3.0, 1.0], requires_grad=True)]
+    with gl.trace() as tr:
+        total = torch.zeros(())
+        for b in blocks:
+            total = total + torch.log(b.abs()).sum()
+        total.backward()
+    e = gl.explain(total, tr)
+    assert "the 2nd of 3 log calls the trace saw on that line" in str(e), str(e)
+    w = torch.tensor([2.0, 3.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = w * 0  # (ran once: nothing added)
+        loss = torch.log(y).sum()
+    assert "calls the trace saw" not in str(gl.explain(loss, tr))

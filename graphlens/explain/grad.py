@@ -127,10 +127,6 @@ def _explain_recorded(
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
-    earlier = _reached_version(g, tid)
-    if earlier != tid:  # (an optimizer step made a new version of the leaf after the loss used the old one)
-        g = _renamed(g, earlier, g.node(tid))
-        view, tid = PathView(g), earlier
     moved = moved_after(g, trace)
     if tid in moved and live is not None:  # (changed after the block: a NaN now is a value the trace never saw)
         later = with_later_version(g, tid, live)
@@ -141,6 +137,11 @@ def _explain_recorded(
     nonfinite = _nonfinite_recorded(g, tid, trace, names)
     if nonfinite is not None:
         return nonfinite
+    earlier = _reached_version(g, tid)
+    if earlier != tid:  # (an optimizer step made a new version of the leaf after the loss used the old one)
+        g = _renamed(g, earlier, g.node(tid))
+        view, tid = PathView(g), earlier
+        moved = moved_after(g, trace)
     roots = [r.id for r in g.roots]
     ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {"moved_after": frozenset(moved)}

@@ -18,8 +18,8 @@ from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, explain_failed_node, origin as _origin, \
     origins as _origins, turned as _turned
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Links, bad, base, forward_cause, index, kind, masked_softmax_cause
-from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, values_text as _values, \
-    versions as _versions, where_text as _where
+from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
+    values_text as _values, versions as _versions, where_text as _where
 from .types import NONFINITE_REASONS, Explanation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,7 +140,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         vals, cause = "", masked_softmax_cause(g, links, maker, at, first, fill)
     else:
         vals, cause = _values(g, links, maker, at, first.shape), forward_cause(g, links, op, maker, at, first, bad_value)
-    line = _where(op.line, op.code)
+    line = _where(op.line, op.code) + _occurrence(g, maker)
     value = "the first NaN" if fill is not None else "the first non-finite value"
     if first.id == node.id:
         s1 = f"{head}: {fwd} made it{line}{vals}."

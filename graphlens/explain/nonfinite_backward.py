@@ -9,7 +9,7 @@ from ..values import Summary, format_number
 from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
 from .nonfinite_derivatives import backward_cause
 from .nonfinite_text import SELECTING as _SELECTING, cap as _cap, first_bad as _at, infinite as _infinite, is_text as _is, \
-    same_line as _same, values_text as _values, versions as _versions, where_text as _where
+    occurrence as _occurrence, same_line as _same, values_text as _values, versions as _versions, where_text as _where
 from .types import Explanation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +62,8 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
     pos = index(tuple(tshape), at)
     arrived = step.grads_in[0] if step.grads_in else None
     came = f"a finite {arrived}" if arrived is not None and arrived.numel <= 6 else "finite gradients"
-    what = (f"{step.name}{inside} (step {step.index + 1} of tr.replay()), the backward of {fwd}{_where(lineno, code)}: it "
+    what = (f"{step.name}{inside} (step {step.index + 1} of tr.replay()), the backward of {fwd}{_where(lineno, code)}"
+            f"{_occurrence(g, fop)}: it "
             f"received {came} and sent {kind(v)} to {links.label(target)}{pos}")
     inputs = links.forward_inputs(fop)
     if step.name == "DivBackward0":  # (the denominator: the second input, or a number the trace does not hold)

@@ -10,7 +10,7 @@ from ..values import Summary, format_number
 from .nonfinite_causes import Links, base, index, kind, position, positional, value_at
 
 __all__ = ["GUARD", "SELECTING", "first_bad", "infinite", "is_text", "where_text", "values_text", "data_path", "same_line",
-           "cap", "versions"]
+           "cap", "versions", "occurrence"]
 
 GUARD = ("Guard the step too: skip optimizer.step() when a gradient is not finite (check torch.isfinite(p.grad).all() "
           "for each parameter); clipping cannot remove an inf or a NaN.")
@@ -115,3 +115,17 @@ def versions(g: Graph, links: Links, tid: str) -> list[str]:
             return out
         out.append(nxt[0])
         seen.add(nxt[0])
+
+
+def occurrence(g: Graph, op_id: str) -> str:
+    """``" (the 2nd of 3 pow calls the trace saw on that line)"``: which run of a line that ran
+    more than once (a loop, a layer called in turn) made the op; ``""`` when it ran once."""
+    op = g.node(op_id)
+    if op.line is None or op.forward is None:
+        return ""
+    same = [o.id for o in g.ops if o.line == op.line and o.code == op.code and o.forward == op.forward]
+    if len(same) < 2 or op_id not in same:
+        return ""
+    k = same.index(op_id) + 1
+    nth = f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+    return f" (the {nth} of {len(same)} {base(op.forward)} calls the trace saw on that line)"
