@@ -785,3 +785,28 @@ def test_a_line_that_ran_many_times_says_which_run_made_the_nan():
         y = w * 0  # (ran once: nothing added)
         loss = torch.log(y).sum()
     assert "calls the trace saw" not in str(gl.explain(loss, tr))
+
+
+def test_poles_a_factory_mask_and_adam_without_eps_are_named_for_what_they_are():
+    """lgamma(0) and atanh(1) are poles (never overflows); torch.full's -inf mask is on purpose; Adam(eps=0) divides 0 by 0."""
+    raw = torch.tensor([1.0, -200.0], requires_grad=True)
+    s = torch.tensor([0.5, 20.0], requires_grad=True)
+    with gl.trace() as tr:
+        a = torch.lgamma(torch.nn.functional.softplus(raw)).sum()
+        b = torch.atanh(torch.tanh(s)).sum()
+    for e in (gl.explain(a, tr), gl.explain(b, tr)):
+        assert "pole" in e.reasons and "overflow" not in e.reasons and "Scale the values" not in e.fix, str(e)
+    q = torch.randn(2, 2, requires_grad=True)
+    with gl.trace() as tr:
+        mask = torch.triu(torch.full((2, 2), float("-inf")), diagonal=1) + torch.zeros(2, 2).masked_fill(
+            torch.tensor([True, False]), float("-inf"))
+        loss = (q + mask).softmax(-1).sum()
+    e = gl.explain(loss, tr)
+    assert "masked_softmax" in e.reasons and e.op == "softmax" and "nonfinite_input" not in e.reasons, str(e)
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    opt = torch.optim.Adam([w], lr=0.01, eps=0.0)
+    with gl.trace() as tr:
+        (w[0] ** 2).backward()
+        opt.step()
+    e = gl.explain(w, tr)
+    assert "division_by_zero" in e.reasons and "eps" in e.fix, str(e)

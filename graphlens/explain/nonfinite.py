@@ -125,8 +125,11 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
     else:
         head, asked, asked_id = head or _is(who, node.value, node.shape), who, node.id
     at, bad_value = _at(first.value)
-    if fill is not None and bad_value is None and base(g.node(links.maker[first.id]).forward) not in ("log_softmax", "_log_softmax"):
-        bad_value = math.nan  # (softmax's results are never infinite: what is not finite is NaN)
+    if fill is not None and kind(bad_value) != "NaN":
+        # (softmax's results are never infinite; log_softmax's masked -inf are fine: the NaN is what went wrong)
+        bad_value = math.nan
+        if base(g.node(links.maker[first.id]).forward) in ("log_softmax", "_log_softmax"):
+            at = None
     fname, pos, what = links.label(first.id), index(first.shape, at), kind(bad_value)
     maker = links.maker.get(first.id)
     common = dict(tensor_name=asked, tensor_id=asked_id, graph=g)
@@ -158,7 +161,10 @@ def _deliberate(g: Graph, links: Links, t: TensorNode) -> bool:
     """Whether ``t``'s first non-finite value is an infinity the program wrote on purpose: a fill
     (``masked_fill(mask, float("-inf"))``, ``torch.full``) of finite tensors."""
     op = links.maker.get(t.id)
-    if op is None or base(g.node(op).forward) not in FILLS:
+    if op is None:  # (a factory the trace holds as a leaf: torch.full((n, n), -inf))
+        _, v = _at(t.value)
+        return base(t.made_by) in FILLS and kind(v) != "NaN"
+    if base(g.node(op).forward) not in FILLS:
         return False
     _, v = _at(t.value)
     return kind(v) != "NaN" and not any(bad(g.node(i).value) for i in links.forward_inputs(op))
@@ -175,7 +181,23 @@ def _masked_softmax(g: Graph, links: Links, tid: str, fill: str) -> bool:
         return False
     _, v = _at(g.node(tid).value)
     # (softmax's results, and attention's weighted sums of finite values, are never infinite)
-    return kind(v) == "NaN" or (v is None and name not in ("log_softmax", "_log_softmax"))
+    if kind(v) == "NaN" or (v is None and name not in ("log_softmax", "_log_softmax")):
+        return True
+    return name in ("log_softmax", "_log_softmax") and _live_nan(g, tid)  # (its masked positions are -inf: fine)
+
+
+def _live_nan(g: Graph, tid: str) -> bool:
+    """Whether the live tensor of record ``tid``, still the version recorded, holds a NaN."""
+    import torch
+
+    t, node = g.tensor(tid), g.node(tid)
+    try:
+        if t is None or int(t._version) != node.version:
+            return False
+        with torch.no_grad(), torch._C.DisableTorchFunction():
+            return bool(torch.isnan(t.detach()).any())
+    except Exception:  # noqa: BLE001 - a check on live data is a bonus
+        return False
 
 
 def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, head: str, intro: str, steps: list,

@@ -79,7 +79,7 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
     out_t = next(iter(links.made.get(fop, {}).values()), None)
     zero = arrived is not None and value_at(arrived, at, tuple(tshape)) == 0
     extra = ""
-    if zero and out_t is not None:
+    if zero and out_t is not None and ("infinite_derivative" in codes or domain):
         masks = [c for c in links.consumers.get(out_t, ()) if base(g.node(c).forward) in ("where", "masked_fill")]
         hidden = g.node(out_t).value
         hv = value_at(hidden, at, tuple(tshape)) if bad(hidden) else None

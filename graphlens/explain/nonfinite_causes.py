@@ -220,6 +220,12 @@ SOFTMAXES = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax"})
 #: Attention recorded as one call (its softmax inside): a query whose every key is masked gives NaN.
 ATTENTIONS = frozenset({"multi_head_attention_forward", "_native_multi_head_attention"})
 _DIVS = {"div", "true_divide", "truediv", "rdiv", "rtruediv", "divide"}
+#: Ops infinite at some inputs by definition: (the test on the input, where).
+_POLES = {
+    "atanh": (lambda v: abs(v) == 1, "at ±1"), "lgamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
+    "digamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
+    "polygamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
+}
 _CASTS = {"to", "half", "bfloat16", "float", "double", "type", "type_as"}
 _HALF = {"float16", "bfloat16"}
 
@@ -259,8 +265,17 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 return Cause("log_of_zero", "The sigmoid saturated to exactly 1 there (a very large input), so 1 - sigmoid is 0 "
                              "and log(0) = -inf.", "Use F.logsigmoid(-z) instead of torch.log(1 - torch.sigmoid(z)); for "
                              "a loss, F.binary_cross_entropy_with_logits takes the logits directly.")
-        if nums and nums[0] == (-1 if name == "log1p" else 0):
-            return Cause("log_of_zero", f"The {name} of {'-1' if name == 'log1p' else '0'} is -inf.",
+        if name == "log1p" and nums and nums[0] == -1:
+            src1 = links.made_by(inputs[0] if inputs else None)
+            inner = links.forward_inputs(links.maker[inputs[0]]) if src1 == "neg" and inputs else []
+            if inner and links.made_by(inner[0]) == "sigmoid":
+                return Cause("log_of_zero", "The sigmoid saturated to exactly 1 there, so log1p(-sigmoid) = log(0) = -inf.",
+                             "Use F.logsigmoid(-z) instead of torch.log1p(-torch.sigmoid(z)); for a loss, "
+                             "F.binary_cross_entropy_with_logits takes the logits directly.")
+            return Cause("log_of_zero", "The log1p of -1 is -inf (log of 1 + x at x = -1).",
+                         f"Keep 1 + {x} away from 0: torch.log1p({x}.clamp(min=-1 + eps)).")
+        if nums and nums[0] == 0 and name != "log1p":
+            return Cause("log_of_zero", f"The {name} of 0 is -inf.",
                          f"Keep the input away from 0: torch.{name}({x}.clamp(min=eps)) or torch.{name}({x} + eps).")
         if nums and nums[0] < (-1 if name == "log1p" else 0):
             return Cause("invalid_domain", f"The {name} of a negative number ({format_number(nums[0], 6)}) is NaN.",
@@ -319,6 +334,16 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          f"Bessel's) it divides by 1 - 1 = 0, and 0 / 0 is NaN.",
                          f"Reduce over at least two elements (a batch of one has no spread to estimate), or ask for the "
                          f"population value: x.{name.split('_')[0]}(dim, correction=0) (unbiased=False).")
+    pole = _POLES.get(name)
+    if pole is not None and inputs and type(vals[0] if vals else None) in (float, int) and pole[0](vals[0]):
+        return Cause("pole", f"{name} is infinite at {format_number(vals[0], 6)} by definition ({pole[1]}): not an overflow.",
+                     f"Keep the input of {name} away from {pole[1][3:]}: clamp it first, or find out why it "
+                     f"reaches that value (a saturated sigmoid or tanh, a softplus that underflowed to 0).")
+    if name == "addcdiv" and len(vals) >= 3 and vals[2] == 0:
+        return Cause("division_by_zero", f"{fwd} divides by its third input, which is 0 there: "
+                     f"{'0 / 0 is NaN' if kind(bad_value) == 'NaN' else 'dividing by 0 gives an infinity'} (an Adam or "
+                     f"RMSprop update with eps=0 divides by sqrt(v) + eps, 0 where a gradient has always been 0).",
+                     "Keep eps > 0 in the optimizer (the default 1e-8), or keep the denominator away from 0.")
     if inf and name not in _LOGS and name not in _DIVS:
         return _overflow(g, links, op_id, name, inputs, nums, out)
     return Cause("nonfinite_forward", f"{fwd} made it from finite inputs.",
@@ -330,12 +355,15 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
     of ``out`` from an input that held only the infinities a mask wrote (``fill``, made by a fill
     op): a fully masked row, checked on the live input where it is still the tensor recorded."""
     name = base(g.node(op_id).forward)
-    filler = g.node(links.maker[fill.id])
-    where = f" at line {filler.line}" if filler.line else ""
+    maker = links.maker.get(fill.id)
+    filler = g.node(maker) if maker is not None else None
+    line = filler.line if filler is not None else fill.line
+    where = f" at line {line}" if line else ""
+    written = base(filler.forward) if filler is not None else base(fill.made_by)
     if name in ATTENTIONS:
         rows = _masked_rows(g, fill.id, -1)
         why = (f"Attention takes a softmax over the keys of each query, and the softmax of a row whose every element is "
-               f"-inf is 0 / 0 = NaN: the mask ({base(filler.forward)}{where}, from key_padding_mask or attn_mask) hides "
+               f"-inf is 0 / 0 = NaN: the mask ({written}{where}, from key_padding_mask or attn_mask) hides "
                f"every key of a query.")
         if rows:
             shown = ", ".join(rows[:4]) + (", ..." if len(rows) > 4 else "")
@@ -348,7 +376,7 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
     dim = _saved_int(g, op_id, "dim")
     rows = _masked_rows(g, src[0], dim) if src and dim is not None else None
     why = (f"The softmax of a row whose every element is -inf is 0 / 0 = NaN (exp(-inf) is 0 above and below the "
-           f"fraction bar); the -inf came from the mask {base(filler.forward)} wrote on purpose{where}.")
+           f"fraction bar); the -inf came from the mask {written} wrote on purpose{where}.")
     if rows:
         shown = ", ".join(rows[:4]) + (", ..." if len(rows) > 4 else "")
         why += f" Here every position is masked in row{'s' if len(rows) > 1 else ''} {shown} of {links.label(src[0])}."

@@ -105,6 +105,12 @@ def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str,
     if node_name in FINITE_DERIVATIVES and inputs_finite:
         return ["overflow"], *_backward_overflow(node_name, fwd, dtype)
     exponent = _exponent(g, op_id) if node_name == "PowBackward0" else None
+    if exponent is not None and exponent >= 1 and float(exponent).is_integer():  # (x ** 2, x ** 3: a finite derivative)
+        if inputs_finite:
+            return ["overflow"], *_backward_overflow(node_name, fwd, dtype)
+        return ([], f"The derivative of x ** {exponent:g} is finite, but the input there was already infinite or NaN in "
+                f"the forward pass: the gradient only carries that value back.",
+                "Find where the input of the power became non-finite in the forward pass (graphlens.explain on it).")
     singular = _SINGULAR.get(node_name) or (((0.0,), lambda v: v < 0) if exponent is not None and 0 < exponent < 1 else None)
     plain_x = x if _named_like(x) else "x"
     if singular is not None and type(value) in (int, float) and value not in singular[0]:

@@ -111,6 +111,8 @@ NONFINITE_REASONS: dict[str, str] = {
     "masked_infinity": "the infinity was written on purpose (masked_fill, torch.full, torch.where with float('-inf')): "
     "not an overflow; it reached the value because nothing removed the masked positions",
     "masked_softmax": "softmax of a row whose every element is -inf (every position masked) is 0 / 0 = NaN",
+    "pole": "the op is infinite at that input by definition (atanh at ±1, lgamma and digamma at 0 and the negative "
+    "integers, tan at odd multiples of pi/2): not an overflow",
     "std_of_one": "std or var with the default correction divides by N - 1: over a single element that is 0 / 0 = NaN",
 }
 GRAD_REASONS.update(NONFINITE_REASONS)
