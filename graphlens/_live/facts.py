@@ -99,8 +99,7 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS, *, finite: bool
                 if n > max_elements and check and (dtype in _FLOATING or dtype in _COMPLEX):
                     if finite:
                         return (shape, dtype, n, head, None, True, None)
-                    ok, at = finiteness(t)
-                    return (shape, dtype, n, head, None, ok, at, _element(t, at, head)) if ok is False else (shape, dtype, n, head, None, ok, at)
+                    return _checked(t, shape, dtype, n, head)
                 return (shape, dtype, n, head)
         if n <= max_elements:
             return (shape, dtype, n, tuple(_T.tolist(_T.reshape(t, -1))))
@@ -108,8 +107,7 @@ def read_head(t: torch.Tensor, max_elements: int = MAX_ELEMENTS, *, finite: bool
         if check and (dtype in _FLOATING or dtype in _COMPLEX):
             if finite:
                 return (shape, dtype, n, head, None, True, None)
-            ok, at = finiteness(t)
-            return (shape, dtype, n, head, None, ok, at, _element(t, at, head)) if ok is False else (shape, dtype, n, head, None, ok, at)
+            return _checked(t, shape, dtype, n, head)
         return (shape, dtype, n, head)
     except Exception as exc:  # noqa: BLE001
         return (shape, dtype, numel_of(shape), None, f"reading its values failed ({type(exc).__name__}: {str(exc)[:80]})")
@@ -134,6 +132,15 @@ def finiteness(t: torch.Tensor) -> tuple[bool | None, int | None]:
         return False, int(_T.item(_T.argmax(_T.to(bad, torch.uint8))))
     except Exception:  # noqa: BLE001 - finiteness is a bonus
         return None, None
+
+
+def _checked(t: torch.Tensor, shape: tuple, dtype: Any, n: int, head: tuple) -> tuple:
+    """A head read with the tensor's finiteness (see :func:`read_head`): the first element that
+    is not finite, when one is, as an eighth item."""
+    ok, at = finiteness(t)
+    if ok is False:
+        return (shape, dtype, n, head, None, ok, at, _element(t, at, head))
+    return (shape, dtype, n, head, None, ok, at)
 
 
 def _element(t: torch.Tensor, at: int | None, head: tuple) -> Any:

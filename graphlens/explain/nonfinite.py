@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, explain_failed_node, origin as _origin, \
     origins as _origins, turned as _turned
-from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Links, bad, base, forward_cause, index, kind, masked_softmax_cause
+from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Links, bad, base, forward_cause, index, kind, live_as_recorded, \
+    masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
     values_text as _values, versions as _versions, where_text as _where
 from .types import NONFINITE_REASONS, Explanation
@@ -190,9 +191,9 @@ def _live_nan(g: Graph, tid: str) -> bool:
     """Whether the live tensor of record ``tid``, still the version recorded, holds a NaN."""
     import torch
 
-    t, node = g.tensor(tid), g.node(tid)
+    t = live_as_recorded(g, tid)
     try:
-        if t is None or int(t._version) != node.version:
+        if t is None:
             return False
         with torch.no_grad(), torch._C.DisableTorchFunction():
             return bool(torch.isnan(t.detach()).any())

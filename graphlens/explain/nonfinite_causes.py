@@ -17,7 +17,7 @@ import torch
 from ..graph import Graph, OpNode, TensorNode
 from ..values import Summary, format_number
 
-__all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
+__all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "live_as_recorded", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
 
 def bad(s: Summary | None) -> bool:
@@ -397,15 +397,22 @@ def _saved_int(g: Graph, op_id: str, name: str) -> int | None:
     return v - 2 ** 64 if v is not None and v >= 2 ** 63 else v
 
 
+def live_as_recorded(g: Graph, tid: str) -> torch.Tensor | None:
+    """The live tensor of record ``tid`` while it is still the version the trace recorded (its
+    values then are the ones the records describe), else None."""
+    t, node = g.tensor(tid), g.node(tid)
+    try:
+        return t if t is not None and isinstance(node, TensorNode) and int(t._version) == node.version else None
+    except RuntimeError:  # (an inference tensor has no version counter)
+        return None
+
+
 def _masked_rows(g: Graph, tid: str, dim: int) -> list[str] | None:
     """The rows along ``dim`` of the live tensor ``tid`` that are -inf at every position, where
     that tensor is still the one the trace recorded (same version); else None."""
-    t = g.tensor(tid)
-    node = g.node(tid)
-    if t is None or not isinstance(node, TensorNode):
-        return None
+    t = live_as_recorded(g, tid)
     try:
-        if int(t._version) != node.version or not t.is_floating_point() or t.dim() == 0:
+        if t is None or not t.is_floating_point() or t.dim() == 0:
             return None
         with torch.no_grad(), torch._C.DisableTorchFunction():
             full = torch.isneginf(t.detach()).all(dim=dim)
