@@ -91,8 +91,11 @@ class OpNode(NamedTuple):
     ran in; ``scope`` is the dotted name of the innermost submodule that was running
     (traced with ``module=``), e.g. ``"layers.0.linear1"``.  A traced call also says
     where it ran: ``line``, the line number in the file of the ``with trace()`` block (for
-    a call made inside a function the block called, the block's line that called it), and
-    ``code``, that line's source text, stripped.
+    a call made inside a function the block called, the block's line that called it, except
+    for the calls whose own line graphlens keeps: where the gradient path stops, a NaN or an
+    infinity was made, or a derivative can be infinite, as ``sqrt``'s at 0), and ``code``,
+    that line's source text, stripped; ``autocast`` is the dtype autocast was set to
+    (``"float16"``, ``"bfloat16"``) when the call ran under autocast and made a result of it.
     """
 
     id: str
@@ -104,6 +107,7 @@ class OpNode(NamedTuple):
     scope: str | None = None
     line: int | None = None
     code: str | None = None
+    autocast: str | None = None
 
     @property
     def label(self) -> str:
@@ -194,7 +198,7 @@ _TENSOR = kinds_of(
 )
 _TENSOR_V1 = {**_TENSOR, "grad": TEXT_OR_NULL, "value": TEXT_OR_NULL, "flowed": V1_TEXTS}
 _OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL,
-             **dict.fromkeys(("name", "forward", "variable", "region", "scope", "code"), TEXT_OR_NULL))
+             **dict.fromkeys(("name", "forward", "variable", "region", "scope", "code", "autocast"), TEXT_OR_NULL))
 _OP_V1 = {**_OP, "saved": V1_SAVED}
 _GRAPH_FIELDS = ("schema", "source", "roots", "tensors", "ops", "edges", "notes")
 _EDGE = kinds_of(Edge, src=TEXT, dst=TEXT, kind=one_of("edge kind", EDGE_KINDS), input_nr=COUNT, output_nr=COUNT)

@@ -132,8 +132,9 @@ _PLAIN_ATTRS = frozenset({type(None), bool, int, float, str, dict, OrderedDict, 
 
 def _module_items(name: str, module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """``(name, tensor)`` for the parameters of ``module`` (as ``named_parameters()`` lists
-    them), then the tensors its submodules keep as plain public attributes (``self.hidden
-    = ...``: a state carried between calls), found in one walk of its submodules."""
+    them), then its submodules' buffers (``running_var``) and the tensors they keep as plain
+    public attributes (``self.hidden = ...``: a state carried between calls), found in one
+    walk of its submodules."""
     params: list[tuple[str, torch.Tensor]] = []
     attrs: list[tuple[str, torch.Tensor]] = []
     try:
@@ -149,6 +150,10 @@ def _module_items(name: str, module: torch.nn.Module) -> list[tuple[str, torch.T
                     if t is not None and id(t) not in memo:
                         memo.add(id(t))
                         params.append((dot + p, t))
+            for b, t in held.get("_buffers", {}).items():  # (running_var, a mask registered as a buffer)
+                if isinstance(t, torch.Tensor) and id(t) not in memo:
+                    memo.add(id(t))
+                    attrs.append((dot + b, t))
             for attr, t in list(held.items())[:_MAX_CONTAINER]:
                 if type(t) in _PLAIN_ATTRS or attr.startswith("_"):
                     continue

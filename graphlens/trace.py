@@ -142,7 +142,6 @@ class _Mode(TorchFunctionMode):
                 return _run_backward(live, caller, func, args, kwargs)
             return call_from(caller, func, args, kwargs)
         out = call_from(caller, func, args, kwargs)
-        del caller
         # Record it: unseen by the user's modes and subclasses (torch's guard is needed only
         # where one of them could see a read).  A failure inside graphlens never reaches the
         # user's program: the trace stops recording and says why when its graph is asked
@@ -151,10 +150,10 @@ class _Mode(TorchFunctionMode):
             if types or _stack_len() or _dispatch_depth() or type(out) is not _Tensor:
                 with quiet():
                     for t in live:
-                        t._rec.record(func, kind, args, kwargs, out)
+                        t._rec.record(func, kind, args, kwargs, out, caller)
             else:
                 for t in live:
-                    t._rec.record(func, kind, args, kwargs, out)
+                    t._rec.record(func, kind, args, kwargs, out, caller)
         except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
             for t in live:
                 t._fail(exc)
@@ -162,6 +161,8 @@ class _Mode(TorchFunctionMode):
             for t in live:
                 t._fail(exc)
             raise
+        finally:
+            del caller
         return out
 
 

@@ -397,9 +397,13 @@ MACHINERY = frozenset(
     for name in (
         "trace.py", "_live/recorder.py", "_live/frames.py", "_live/backward.py", "_live/capture.py", "_live/facts.py", "_live/storages.py",
         "_live/freeze.py", "_util.py", "_live/guard.py", "names.py", "_live/attribution.py", "_live/safety.py", "snapshot.py", "_live/modestack.py",
-        "_live/finite.py",
+        "_live/finite.py", "_live/regions.py",
     )
 )
+
+
+def _root(v: torch.Tensor) -> torch.Tensor:
+    return torch.sqrt(v)  # (a call whose own line a trace keeps: a helper's op with an infinite derivative somewhere)
 
 
 def _interrupted_program(keep: list) -> None:
@@ -414,10 +418,13 @@ def _interrupted_program(keep: list) -> None:
         with torch.no_grad():
             d = h.detach() * 2
         h.retain_grad()
-        loss = (h * h).sum() + d.sum()
+        loss = (h * h).sum() + d.sum() + _root(w).sum()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss + lin(x).sum().float()
         keep.append(loss)
         loss.backward(retain_graph=True)
         torch.autograd.grad(loss, [w])
+        w.data -= 0.0 * w.grad
     tr.graph()
     tr.replay()
     gl.snapshot(loss)

@@ -11,7 +11,7 @@ from .capture import _DTYPE, _HEAD, _VERSION
 from .facts import known_finite, version_of
 from .guard import _dispatch_depth
 
-__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
+__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "FINITE_DERIVATIVES", "may_send_nonfinite", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
 
 _T = torch.Tensor
 _stack_len = torch._C._len_torch_function_stack
@@ -51,6 +51,26 @@ SENDS_FINITE: frozenset = frozenset(
     "TransposeBackward0 TBackward0 SqueezeBackward0 SqueezeBackward1 SqueezeBackward2 UnsqueezeBackward0 "
     "AliasBackward0 NarrowBackward0".split()
 )
+
+#: Backward nodes whose derivative is finite wherever their inputs are: from finite gradients
+#: and finite inputs they send a non-finite gradient only when a sum or product overflows.
+FINITE_DERIVATIVES: frozenset = frozenset({
+    "AddmmBackward0", "MmBackward0", "BmmBackward0", "BaddbmmBackward0", "MvBackward0", "AddmvBackward0",
+    "LinearBackward0", "ConvolutionBackward0", "MulBackward0", "AddBackward0", "SubBackward0", "RsubBackward1",
+    "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "ToCopyBackward0", "UnsafeViewBackward0",
+    "ViewBackward0", "TBackward0", "ExpandBackward0", "CloneBackward0", "EmbeddingBackward0", "NegBackward0",
+    "DotBackward0", "MulBackward1", "AddBackward1", "SubBackward1", "CatBackward0", "StackBackward0",
+    "PermuteBackward0", "TransposeBackward0", "SelectBackward0", "SliceBackward0", "IndexBackward0",
+})
+
+
+def may_send_nonfinite(node: str) -> bool:
+    """Whether backward node ``node`` (its class name) can send a NaN or an infinity from finite
+    gradients and finite inputs other than by overflow: its derivative is infinite or undefined
+    somewhere (``SqrtBackward0`` at 0, ``DivBackward0`` at a zero denominator, a layer norm of
+    a constant row), or graphlens does not know that it is finite everywhere."""
+    return node not in FINITE_DERIVATIVES and node not in SENDS_FINITE and node != "AccumulateGrad"
+
 
 _PLAIN_SCALARS = (int, bool, str, type(None), slice, type(Ellipsis), torch.memory_format, torch.device, torch.layout)
 

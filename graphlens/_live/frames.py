@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 from types import FrameType
+from typing import Any
 
 import torch
 
-from ..names import frame_candidates, frame_values, is_library, source_line, store_targets, user_frame
+from ..names import CALLER_NAME, _TORCH_DIR, frame_candidates, frame_values, is_internal, is_library, source_line, \
+    store_targets, user_frame
+from .finite import may_send_nonfinite
 
 __all__ = ["FrameNotes"]
 
 _Tensor = torch.Tensor
+
+#: Per code object: whether it is the user's own (not torch's, a library's or graphlens's).
+_USER_CODE: dict = {}
+
+
+def _user_code(frame: FrameType) -> bool:
+    """Whether ``frame`` runs the user's own code (as :func:`graphlens.names.user_frame` tells it)."""
+    code = frame.f_code
+    name = code.co_filename
+    if name.startswith(_TORCH_DIR) or name.startswith("<eval_with_key") or code.co_name == CALLER_NAME or is_library(name):
+        return False
+    return name.startswith("<") or not is_internal(frame.f_globals.get("__name__"))
 
 
 class FrameNotes:
@@ -29,11 +44,13 @@ class FrameNotes:
         finally:
             del frame
 
-    def note_where(self, j: int, ins: list) -> None:
+    def note_where(self, j: int, ins: list, frame: FrameType | None = None) -> None:
         """For a call where the gradient path stops (rare, so affordable): the innermost
         line of the user's code that made it, which may be inside a function the block
-        called, and the names that frame gives its inputs."""
-        frame = user_frame(2)
+        called, and the names that frame gives its inputs (``frame``: that frame, when the
+        caller knows it)."""
+        if frame is None:
+            frame = user_frame(2)
         while frame is not None and frame is not self.frame and is_library(frame.f_code.co_filename):
             frame = frame.f_back  # (a library's locals, transformers' shift_labels, name nothing)
         try:
@@ -48,6 +65,27 @@ class FrameNotes:
                     names[i] = name
         finally:
             del frame
+
+    def note_inner(self, j: int, node: str, ins: Any, caller: FrameType | None) -> None:
+        """Op ``j`` made backward node ``node`` (its class name), called from ``caller``: when
+        that is a function of the user's other than the block (a module's ``forward``, a
+        helper) and the node can send a NaN or an infinity from finite gradients
+        (:func:`~graphlens._live.finite.may_send_nonfinite`: ``sqrt``, a division, a log...),
+        note that inner line now, as for the calls :meth:`note_where` notes: a non-finite
+        gradient found later is then said at the line that made the op, not at the block's
+        line that called the function.  One lookup per call otherwise (a library's or torch's
+        own calls, the block's own lines, ops with a finite derivative)."""
+        if caller is None or caller is self.frame or j in self.where or not may_send_nonfinite(node):
+            return
+        code = caller.f_code
+        user = _USER_CODE.get(code)
+        if user is None:
+            user = _user_code(caller)
+            if len(_USER_CODE) >= 4096:
+                _USER_CODE.clear()
+            _USER_CODE[code] = user
+        if user:
+            self.note_where(j, ins, caller)
 
     def lines(self, offsets: dict[int, int]) -> dict[int, tuple[int, str | None]]:
         """``{key: (line number, source text)}`` for ``{key: instruction offset}`` of the block frame's code."""

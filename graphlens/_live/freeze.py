@@ -58,6 +58,25 @@ def _saved_of(rec: Recorder, visited: set) -> dict[int, tuple]:
     return out
 
 
+def _grad_names(recs: list, refs: list, tnames: dict, book: Any) -> dict:
+    """``{id(g): (weakref to g, "w.grad")}`` for the ``.grad`` ``g`` of each live, named tensor
+    of the trace that keeps one (a leaf, or a non-leaf that retains its grad): a gradient the
+    block read as ``w.grad`` is named so, as the user wrote it."""
+    out: dict = {}
+    for i, r in enumerate(recs):
+        if not r[_REQUIRES_GRAD]:
+            continue
+        t = refs[i]()
+        if t is None:
+            continue
+        name = book.name_of(t) or tnames.get(i)
+        if name and (t.is_leaf or t.retains_grad):
+            g = t._grad if type(t) in (torch.Tensor, torch.nn.Parameter) else None  # (a subclass may watch reads)
+            if isinstance(g, torch.Tensor):
+                out.setdefault(id(g), (weakref.ref(g), f"{name}.grad"))
+    return out
+
+
 def _freeze(rec: Recorder, names, module) -> Graph:
     recs, ops_, refs_ = rec.tensors, rec.ops, rec.refs
     stale = set(rec.stale)
@@ -100,6 +119,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         refs: dict[str, weakref.ref] = {}
         limit = rec.max_elements
         tnames = rec.tnames
+        grad_names = None
         for i, r in enumerate(recs):
             tid = f"t{i}"
             t = None if i in stale else refs_[i]()
@@ -110,7 +130,18 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             if t is None and i in stale:
                 obj = refs_[i]()  # an older version of a live tensor: the same name as its latest
                 given = book.name_of(obj) if obj is not None else None
+                if given is None and name is None and obj is not None:
+                    latest = rec.index_of(obj)
+                    given = tnames.get(latest) or rec.inner_names.get(latest) if latest is not None else None
                 name = given or name
+                obj = None
+            if name is None and not r[_REQUIRES_GRAD]:
+                obj = refs_[i]()
+                if obj is not None:
+                    if grad_names is None:
+                        grad_names = _grad_names(recs, refs_, tnames, book)
+                    hit = grad_names.get(id(obj))
+                    name = hit[1] if hit is not None and hit[0]() is obj else None
                 obj = None
             m = factory.get(i)
             where = factory_lines.get(i, (None, None))
@@ -152,6 +183,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             o[_OREGION],
             o[_OSCOPE] if o[_VAR] is None else tensors[o[_VAR]].scope,
             *lines.get(j, (None, None)),
+            rec.autocast.get(j),
         )
         for j, o in enumerate(ops_)
     ]

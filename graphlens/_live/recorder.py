@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import weakref
 from functools import partial
 from types import FrameType
@@ -18,8 +17,8 @@ from .capture import (
 from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from .finite import KEEPS_FINITE, current, finite_record, keeps_finite, made_finite
 from .frames import FrameNotes
+from .regions import RegionNotes
 from .guard import unreadable_why
-from ..names import frame_values
 from .safety import KEEP_MIN_NODES, keep_behind, keep_children
 from .._util import tensors_in
 
@@ -31,11 +30,7 @@ __all__ = [
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
-_APPLY = getattr(torch.autograd.function.Function.apply, "__func__", torch.autograd.function.Function.apply)
-#: The code of ``Function.apply``, when it is Python (a custom Function's forward runs below it);
-#: None where torch implements it in C (2.14): then the forward's own frame is recognised.
-_APPLY_CODE = getattr(_APPLY, "__code__", None)
-_FUNCTION_CTX = torch.autograd.function.FunctionCtx
+_HALF = frozenset({torch.float16, torch.bfloat16})
 _grad_enabled = torch.is_grad_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
@@ -65,20 +60,7 @@ def _not_finite(h: tuple) -> bool:
     return total - total != 0
 
 
-def _forward_name(frame: FrameType) -> str:
-    """``"Scale.forward"`` for the frame of a custom Function's forward: from its ctx (the
-    backward node's class knows the Function: ``_forward_cls``), else the code's qualified
-    name (Python 3.10 has none: then just ``forward``)."""
-    code = frame.f_code
-    ctx = frame_values(frame, (code.co_varnames[0],))[0] if code.co_argcount else None
-    cls = getattr(type(ctx), "_forward_cls", None)
-    del ctx
-    if isinstance(cls, type):
-        return f"{cls.__qualname__}.forward"
-    return getattr(code, "co_qualname", code.co_name)
-
-
-class Recorder(FrameNotes, BackwardRecord):
+class Recorder(FrameNotes, RegionNotes, BackwardRecord):
     """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
     Tensors are numbered by record (``t{i}`` in the graph), ops likewise (``op{j}``).
@@ -102,6 +84,8 @@ class Recorder(FrameNotes, BackwardRecord):
         self.acc: dict[int, int] = {}  # leaf record index -> its AccumulateGrad op index
         self.calls: list[int] = []  # ops in the order they were called (forward)
         self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
+        self.data_of: dict[int, int] = {}  # a .data alias's record -> the record of the tensor it shares memory with
+        self.autocast: dict[int, str] = {}  # op -> the dtype autocast ran it in (see note_autocast)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
         self.origins: dict[int, tuple[str, int]] = {}  # external record without history -> (file, line) of its first use
@@ -142,57 +126,6 @@ class Recorder(FrameNotes, BackwardRecord):
         self.calls_seen = 0  # len(calls) when the block's frame last moved on
 
     # -- tensors -------------------------------------------------------------------------
-    def region_now(self) -> str | None:
-        """The no_grad region ops run in now (``"no_grad#0"``), or None with grad on; a
-        non-reentrant ``torch.utils.checkpoint`` call is a region too (``"checkpoint#2"``).  The
-        forward of a custom ``autograd.Function`` (which PyTorch runs with grad off) is a
-        region of its own, named after it (``"Scale.forward#1"``): not a no_grad block of the
-        user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``)."""
-        if _grad_enabled():
-            hooks = _default_hooks(False)
-            if hooks is None or getattr(hooks[0], "__module__", None) != "torch.utils.checkpoint":
-                self.region = None
-                return None
-            # Inside a non-reentrant torch.utils.checkpoint: grad is on, the saved tensors are
-            # dropped and recomputed in backward.  One region per checkpoint call (its hooks).
-            key = self.region_key
-            if self.region is None or key is None or key() is not hooks[0]:
-                self.region = f"checkpoint#{self.regions}"
-                self.regions += 1
-                self.region_key = _ref(hooks[0])
-            return self.region
-        kind = "inference_mode" if torch.is_inference_mode_enabled() else (self.custom_forward() or "no_grad")
-        region = self.region
-        if region is None or region[:len(kind) + 1] != kind + "#":
-            self.region = f"{kind}#{self.regions}"
-            self.regions += 1
-        return self.region
-
-    def custom_forward(self) -> str | None:
-        """``"Name.forward"`` when the call being recorded runs inside a custom
-        ``autograd.Function``'s forward (below ``Function.apply`` on the stack, above the
-        block's frame), else None."""
-        frame = below = found = None
-        block = self.frame
-        try:
-            frame = sys._getframe(2)
-            while frame is not None and frame is not block:
-                if _APPLY_CODE is not None:
-                    found = below if frame.f_code is _APPLY_CODE else None
-                    if frame.f_code is _APPLY_CODE and below is None:
-                        return None
-                else:  # (apply in C: the forward is the frame whose first argument is its ctx)
-                    code = frame.f_code
-                    found = frame if (code.co_name == "forward" and code.co_argcount
-                                      and isinstance(frame_values(frame, (code.co_varnames[0],))[0], _FUNCTION_CTX)) else None
-                if found is not None:
-                    name = _forward_name(found)
-                    return None if name.startswith("CheckpointFunction.") else name
-                below, frame = frame, frame.f_back
-            return None
-        finally:
-            del frame, below, block, found
-
     def begin_pass(self, roots: list, *, kept: bool, created: bool = False) -> None:
         """Note a backward call from ``roots`` (``kept``: with ``retain_graph``; ``created``: with
         ``create_graph=True``)."""
@@ -239,6 +172,9 @@ class Recorder(FrameNotes, BackwardRecord):
             name = self.tnames.get(old)
             if name is not None:
                 self.tnames[i] = name
+            src = self.data_of.get(old)
+            if src is not None:
+                self.data_of[i] = src
         try:
             is_leaf = t.is_leaf if leaf is None else leaf  # (is_leaf reads grad_fn: see record_any)
         except RuntimeError:  # a view torch will not describe (see grad_fn_of): no graph of its own
@@ -297,7 +233,14 @@ class Recorder(FrameNotes, BackwardRecord):
                     return self.new_tensor(t, op, rec[_OUTPUT_NR], None, None, leaf=rec[_IS_LEAF] if stale else None)
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
-                return self.adopted(t, i) if version_of(t) == rec[_VERSION] else i
+                if version_of(t) == rec[_VERSION]:
+                    return self.adopted(t, i)
+                if versions and rec[_VERSION] >= 0:
+                    # Changed in place by code the trace did not see since it was recorded (the
+                    # .grad a backward accumulated into, a buffer a C++ kernel updated): a new
+                    # version, with the value used now, made by nothing the trace saw.
+                    return self.new_tensor(t, None, 0, None, None, external=True)
+                return i
         if t.requires_grad and not _grad_enabled() and t._is_view():
             # A view from outside, used with grad off: its backward node may be stale (its base
             # changed in place) and is left for torch to rebuild when it needs it (see above).
@@ -439,13 +382,14 @@ class Recorder(FrameNotes, BackwardRecord):
         return self.osaved.get(j)
 
     # -- the forward pass ----------------------------------------------------------------
-    def record(self, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
-        """Record one call the mode saw: its input tensors, its outputs, its backward node.
+    def record(self, func, kind: int, args: tuple, kwargs: dict, out: Any, caller: FrameType | None = None) -> None:
+        """Record one call the mode saw: its input tensors, its outputs, its backward node
+        (``caller``: the frame that made the call, when known; see :meth:`note_inner`).
 
         The common call (plain tensors in, one new tensor out, grad on) is recorded inline;
         everything else by :meth:`record_any`."""
         if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled() or _default_hooks(False) is not None:
-            return self.record_any(func, kind, args, kwargs, out)
+            return self.record_any(func, kind, args, kwargs, out, caller)
         frame = self.frame
         lasti = -1
         if frame is not None:
@@ -458,29 +402,29 @@ class Recorder(FrameNotes, BackwardRecord):
             if type(a) is _Tensor:
                 i = by_id.get(id(a))
                 if i is None:
-                    return self.record_any(func, kind, args, kwargs, out)
+                    return self.record_any(func, kind, args, kwargs, out, caller)
                 r = recs[i]
                 # (a record that does not require grad stays right while the tensor does
                 # not either; record_any handles the rest, e.g. requires_grad_() since, or a
                 # new version made through an alias: d = a.detach(); d += 1)
                 if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or r[_VERSION] < 0 or a._version != r[_VERSION]:
-                    return self.record_any(func, kind, args, kwargs, out)
+                    return self.record_any(func, kind, args, kwargs, out, caller)
                 ins.append(i)
             elif isinstance(a, (_Tensor, list, tuple, dict)):
-                return self.record_any(func, kind, args, kwargs, out)
+                return self.record_any(func, kind, args, kwargs, out, caller)
         key = id(out)
         i = by_id.get(key)
         if i is not None and refs[i]() is out:  # in place, or handed back: see record_any
-            return self.record_any(func, kind, args, kwargs, out)
+            return self.record_any(func, kind, args, kwargs, out, caller)
         try:
             fn = out.grad_fn
         except RuntimeError:
             fn = None
         if fn is None:
-            return self.record_any(func, kind, args, kwargs, out)
+            return self.record_any(func, kind, args, kwargs, out, caller)
         seq = fn._sequence_nr()
         if seq in self.by_seq or out.is_nested:
-            return self.record_any(func, kind, args, kwargs, out)
+            return self.record_any(func, kind, args, kwargs, out, caller)
         # A new backward node and its one output.
         ops = self.ops
         j = len(ops)
@@ -489,7 +433,8 @@ class Recorder(FrameNotes, BackwardRecord):
         nr = out.output_nr
         i = len(recs)
         ins_t = tuple(ins)
-        ops.append((type(fn).__name__, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti))
+        name = type(fn).__name__
+        ops.append((name, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti))
         self.by_seq[seq] = j
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._live.safety)
@@ -498,18 +443,23 @@ class Recorder(FrameNotes, BackwardRecord):
         refs.append(_ref(out))
         limit = self.max_elements  # (a value the head holds whole is read, not reduced: nothing to know)
         h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, None))
+        dtype = out.dtype
         recs.append((
-            shape, out.dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
+            shape, dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
             None, None, scope, h,
         ))
         by_id[key] = i
+        if dtype in _HALF:
+            self.note_autocast(j, out)
         if h is not None and _not_finite(h):
             self.note_where(j, args)  # (rare: where a NaN or inf was made, inside the user's functions too)
             self.settle(ins)
+        if caller is not None:
+            self.note_inner(j, name, args, caller)
         if self.saved:
             self.read_saved_now(fn, j, (i,))
 
-    def record_any(self, func, kind: int, args: tuple, kwargs: dict, out: Any) -> None:
+    def record_any(self, func, kind: int, args: tuple, kwargs: dict, out: Any, caller: FrameType | None = None) -> None:
         """Record any call: several outputs, containers, in-place ops, no_grad regions,
         detach, tensors from outside the block."""
         if isinstance(out, _Tensor):
@@ -542,7 +492,10 @@ class Recorder(FrameNotes, BackwardRecord):
             # (the same memory as its source, at the same version: finite when that is)
             finite = src is not None and current(self, src, ins[0]) and finite_record(self.tensors[src])
             for t in outs:
-                self.made[self.new_tensor(t, None, 0, src, region, finite=finite and type(t) is _Tensor)] = how
+                i = self.new_tensor(t, None, 0, src, region, finite=finite and type(t) is _Tensor)
+                self.made[i] = how
+                if how[0] == "data" and src is not None:
+                    self.data_of[i] = src  # (it shares no version counter with src: see written_through)
             return
         out_ids = {id(t) for t in outs}
         in_ids = tuple([self.input(t, versions=id(t) not in out_ids) for t in ins])
@@ -598,14 +551,38 @@ class Recorder(FrameNotes, BackwardRecord):
             nr = t.output_nr if fn is not None and grad_fn_of(t) is fn else k
             outputs[nr] = i = self.new_tensor(t, op, nr, None, region, leaf=False if lazy else None, finite=finite)
             made.append(i)
+        if inplace and self.data_of:
+            self.written_through(op, made, region)
+        if fresh[0].dtype in _HALF and not inplace:
+            self.note_autocast(op, fresh[0])
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):
             self.note_where(op, ins)  # an output the gradient cannot pass (the indices of max)
         if any(recs[i][_HEAD] is not None and _not_finite(recs[i][_HEAD]) for i in made):
             if op not in self.where:
                 self.note_where(op, ins)  # where a NaN or inf was made
             self.settle(in_ids)
+        if new_node and caller is not None:
+            self.note_inner(op, type(fn).__name__, ins, caller)
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
+
+    def written_through(self, op: int, made: list, region: str | None) -> None:
+        """Op ``op`` changed in place the tensors of records ``made``: where one of them is a
+        ``.data`` alias (``w.data -= lr * w.grad``), the tensor it shares memory with changed
+        too, though its version counter did not move (``.data`` shares none): that tensor gets
+        a new record now, made by this op, holding the value the next ops will read (without it
+        they would be shown the value from before the write)."""
+        recs, refs = self.tensors, self.refs
+        for i in made:
+            src = self.data_of.get(i)
+            if src is None:
+                continue
+            t, a = refs[src](), refs[i]()
+            if t is None or a is None or not same_data(t, a):
+                continue
+            latest = self.by_id.get(id(t))
+            base = recs[latest if latest is not None and refs[latest]() is t else src]
+            self.new_tensor(t, op, 0, None, region, leaf=base[_IS_LEAF])
 
     def note_grad_outputs(self, outs: Any, caller: FrameType | None = None) -> None:
         """What ``torch.autograd.grad`` handed back: each gradient made without a graph of its
