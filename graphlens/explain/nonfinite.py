@@ -12,12 +12,13 @@ trace it says only where the NaN is and which leaves of the graph hold one.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 from ..graph import Graph, TensorNode
-from .nonfinite_backward import backward_answer as _backward_answer, explain_failed_node, origin as _origin, \
+from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, origin as _origin, \
     origins as _origins, turned as _turned
-from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Links, bad, base, forward_cause, index, kind, live_as_recorded, \
+from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
     values_text as _values, versions as _versions, where_text as _where
@@ -144,6 +145,8 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         vals, cause = "", masked_softmax_cause(g, links, maker, at, first, fill)
     else:
         vals, cause = _values(g, links, maker, at, first.shape), forward_cause(g, links, op, maker, at, first, bad_value)
+        if cause.code == "masked_infinity":
+            cause = _smoothed(g, links, bad_ids, first.id, cause)
     line = _where(op.line, op.code) + _occurrence(g, maker)
     value = "the first NaN" if fill is not None else "the first non-finite value"
     if first.id == node.id:
@@ -152,10 +155,73 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         core = f"{what} at {fname}{pos}, made by {fwd}{line}{vals}"
         s1 = (f"{head}, and {value} {who} was computed from was {core}." if grad_of is not None
               else f"{head} because {value} {it} computed from was {core}.")
-    codes = ["nonfinite_forward"] + ([cause.code] if cause.code != "nonfinite_forward" else [])
+    codes = ["nonfinite_forward"] + ([cause.code] if cause.code != "nonfinite_forward" else []) + list(cause.more)
+    if first.is_parameter and "nonfinite_parameter" not in codes:
+        codes.append("nonfinite_parameter")  # (a parameter written in place: an optimizer step made the value)
+    if cause.code == "masked_infinity" and "so it is label_smoothing" in cause.why:
+        codes.append("label_smoothing")
     return Explanation(codes, [s1, cause.why], fix=cause.fix, path=_path(links, first.id, node.id) + (maker,), op=fwd,
                        line=op.code, lineno=op.line, cause=maker, facts=[(maker, "op", fwd)],
                        **common)
+
+
+_CLASS_LOSSES = ("cross_entropy", "nll_loss")
+
+
+def _smoothed(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) -> Cause:
+    """A mask's -inf that a classification loss turned into an infinite loss (the masked class is
+    the target, or label_smoothing spreads the target over every class): the loss named, and a
+    fix that works with smoothing (a finite mask, soft targets over the allowed classes)."""
+    loss = next((t for t in bad_ids if base(g.node(links.maker[t]).forward if links.maker.get(t) else "") in _CLASS_LOSSES
+                 and fill in links.ancestors(t)), None)
+    if loss is None:
+        return cause
+    op = g.node(links.maker[loss])
+    hit = _masked_target(g, links, links.maker[loss])
+    counts = ("the loss counts a masked class where it is the target, or everywhere with label_smoothing (which gives "
+              "every class, masked ones too, a share of the target)")
+    if hit is False:
+        counts = ("no target here is a masked class, so it is label_smoothing that counts them: it gives every class, "
+                  "masked ones too, a share of the target")
+    elif hit:
+        counts = f"the target of row {hit[0]} is class {hit[1]}, which is masked"
+    why = (f"{cause.why.split(':')[0]}: a mask. Then {op.forward}{_where(op.line, op.code)} made an infinite loss of it: "
+           f"-log p of a class masked with -inf (p = 0) is inf, and {counts}.")
+    if hit:
+        return Cause(cause.code, why, f"The mask and the labels disagree: row {hit[0]}'s target, class {hit[1]}, is masked. "
+                     "Fix the mask (never mask a row's own target) or the labels; to find such rows: "
+                     "torch.isinf(logits.gather(1, target[:, None])).")
+    fix = ("With label_smoothing no mask value is harmless: mask with torch.finfo(logits.dtype).min instead of -inf and "
+           "build the smoothed target over the allowed classes yourself (probability 0 on the masked ones), then pass it "
+           "as probabilities: F.cross_entropy(logits, target_probs). Without label_smoothing a -inf mask is fine as long as "
+           "no target is a masked class.")
+    return Cause(cause.code, why, fix)
+
+
+def _masked_target(g: Graph, links: Links, op: str) -> tuple | bool | None:
+    """For a classification loss ``op`` over 2-d logits with -inf masks: ``(row, class)`` of a target
+    that is a masked class, False when no target is (read from the live logits, still as recorded,
+    and the targets), None when that cannot be told."""
+    import torch
+
+    ins = links.forward_inputs(op)
+    if len(ins) < 2:
+        return None
+    logits, target = live_as_recorded(g, ins[0]), live_as_recorded(g, ins[1])
+    try:
+        if logits is None or target is None or logits.dim() != 2 or target.dim() != 1 or target.dtype not in (torch.int64, torch.int32):
+            return None
+        with torch.no_grad(), torch._C.DisableTorchFunction():
+            rows = torch.arange(len(target))
+            keep = target >= 0  # (ignore_index rows)
+            picked = logits.detach()[rows[keep], target[keep]]
+            masked = torch.isinf(picked) & (picked < 0)
+            if bool(masked.any()):
+                r = int(rows[keep][masked][0])
+                return (r, int(target[r]))
+            return False
+    except Exception:  # noqa: BLE001 - a check on live data is a bonus
+        return None
 
 
 def _deliberate(g: Graph, links: Links, t: TensorNode) -> bool:
@@ -227,6 +293,16 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
         fix = (f"Trace the training steps from the first one (the forward, the backward and optimizer.step() of each) "
                f"and ask again: graphlens then names the step and the gradient that made {fname} non-finite. {_GUARD}")
         code = "nonfinite_parameter"
+    elif fname.rsplit(".", 1)[-1] in ("running_mean", "running_var"):
+        module = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", fname.rsplit(".", 1)[0])  # (net.1 -> net[1], as code writes it)
+        s1 = (f"{intro} is a running statistic of a batch norm layer that already held {what} at {fname}{pos} when the "
+              f"trace first saw it: in eval mode the layer normalises with it, so every output it touches is {what}. A "
+              f"training step before the trace put it there (a batch holding NaN or inf, or a diverged forward pass, "
+              f"updated the running statistics).")
+        fix = (f"Reset the statistics ({module}.reset_running_stats(), then run training batches to fill them again, or "
+               f"load them from a good checkpoint), and trace the training steps to find the batch that made them "
+               f"non-finite; check torch.isfinite(x).all() for each training batch.")
+        code = "nonfinite_input"
     else:
         if first.made_by:
             s1 = f"{intro} was made holding {what} at {fname}{pos}, by {first.made_by}{_where(first.line, first.code)}."
@@ -274,7 +350,6 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
     pos = index(grad_t.shape, at)
     users = sorted(links.consumers.get(grad_t.id, ()), key=lambda o: int(o[2:]) if o[2:].isdigit() else 0)
     user = g.node(users[0])
-    did = f"{user.code} at line {user.line}" if user.code and user.line else f"{user.forward}"
     wrote, writer = "", None
     versions = _versions(g, links, w.tensor)
     written = next((t for t in versions if bad(g.node(t).value) and links.maker.get(t)), None)
@@ -282,9 +357,12 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
         writer, wt = links.maker[written], g.node(written)
         wat, wv = _at(wt.value)
         wrote = f" (its {g.node(writer).forward} wrote {kind(wv)} into {param}{index(wt.shape, wat)})"
+        user = g.node(writer)  # (the update is the op that wrote the parameter, not the first that read the gradient)
+    did = f"{user.code} at line {user.line}" if user.code and user.line else f"{user.forward}"
     s1 = (f"{head}. It comes from a gradient: {param}.grad held {kind(v)} at {param}.grad{pos} after backward pass "
           f"{step.backward + 1}, and {did} computed an update from it{wrote}.")
     sentences, codes, fix = [s1], ["nonfinite_forward", "nonfinite_parameter"], _GUARD
+    after = _changed_after(g, links, param, w.after)
     relevant = links.upstream(step.op) - {step.op}
     origins = _origins(steps, step.backward, relevant)
     if origins:
@@ -294,6 +372,9 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
         sentences += _turned(g, steps, o, relevant, v, f"{param}.grad", desc["lineno"])
         codes += desc["codes"]
         fix = desc["fix"] + " " + _GUARD
+    if after is not None:
+        sentences.append(after[0])
+        fix += " " + after[1]
     op_id = writer or users[0]
     return Explanation(codes, sentences, fix=fix, path=(grad_t.id, op_id) + _path(links, grad_t.id, node.id),
                        op=g.node(op_id).forward, line=user.code, lineno=user.line, cause=op_id,

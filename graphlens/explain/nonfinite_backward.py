@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..graph import Graph, TensorNode
-from ..values import Summary, format_number
+from ..values import Summary, format_number, same_head
 from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
 from .nonfinite_derivatives import backward_cause
 from .nonfinite_text import SELECTING as _SELECTING, cap as _cap, first_bad as _at, infinite as _infinite, is_text as _is, \
@@ -15,7 +15,7 @@ from .types import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["origins", "origin", "turned", "backward_answer", "explain_failed_node"]
+__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node"]
 
 
 def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
@@ -169,7 +169,7 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     common = dict(tensor_name=who, tensor_id=node.id, graph=g)
     pass_nr, relevant = None, None
     acc = next((o.id for o in g.ops if o.variable == node.id), None)
-    mine = {t.id for t in g.tensors if node.id in _versions(g, links, t.id)}  # (node and its earlier versions)
+    mine = mine_ids = {t.id for t in g.tensors if node.id in _versions(g, links, t.id)}  # (node and its earlier versions)
     for s in steps:
         for w in s.writes:
             if w.tensor in mine and bad(w.after) and pass_nr is None:
@@ -213,6 +213,11 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     _, mine = _at(node.grad if where == "grad" else next((f for f in node.flowed if bad(f)), None))
     sentences += _turned(g, steps, first, relevant, mine, who, o["lineno"])
     fix = o["fix"]
+    written = next((w.after for s in reversed(steps) for w in s.writes if w.tensor in mine_ids), None)
+    after = _changed_after(g, links, who, written, node.grad) if where == "grad" else None
+    if after is not None:
+        sentences.append(after[0])
+        fix += " " + after[1]
     others = [s for s in origins[1:] if s.backward == first.backward]
     for s in others[:3]:
         so = _origin(g, links, s, relevant)
@@ -289,6 +294,54 @@ def _turned(g: Graph, steps: list, first: "Step", relevant: set | None, mine: An
             f"{_same(top.line, top.code, lineno)}) turned that inf into NaN (0 × inf and inf − inf are NaN)."]
 
 
+def _changed_after(g: Graph, links: Links, who: str, written: Summary | None, now: Summary | None = None) -> tuple[str, str] | None:
+    """When a traced in-place op turned the gradient backward wrote into ``who.grad``
+    (``written``) into other non-finite values (``now``, when known: what ``.grad`` holds at
+    the end), made from exactly what backward wrote (``clip_grad_norm_`` scaling an inf by 0):
+    a sentence naming that op, and a fix."""
+    if written is None or written.head is None or not bad(written):
+        return None
+    if now is not None and (now.head is None or same_head(written.head, now.head)):
+        return None
+    for t in g.tensors:
+        op = links.maker.get(t.id)
+        v = t.value
+        if op is None or v is None or v.head is None or v.shape != written.shape or not bad(v):
+            continue
+        if (now is not None and not same_head(v.head, now.head)) or same_head(v.head, written.head):
+            continue
+        now_t = v
+        o = g.node(op)
+        if not (o.forward or "").endswith("_"):
+            continue
+        ins = links.forward_inputs(op)
+        before = next((i for i in ins if (v := g.node(i).value) is not None and v.shape == written.shape
+                       and same_head(v.head, written.head)), None)
+        if before is None:
+            continue
+        at, v_now = _at(now_t)
+        was = value_at(written, at, tuple(now_t.shape)) if at is not None else None
+        how = ""
+        clip = "clip_grad_norm_" in (o.code or "")
+        if base(o.forward) in ("mul", "foreach_mul") and was is not None and kind(was) in ("inf", "-inf"):
+            zero = next((i for i in ins if i != before and (v := g.node(i).value) is not None and v.numel == 1
+                         and v.head == (0.0,)), None)
+            if zero is not None:
+                by = "the clip coefficient, 0" if clip else f"{links.label(zero)} = 0"
+                how = f": it multiplied {format_number(was, 6)} by {by}, and inf × 0 is NaN"
+        if clip and how:
+            how += " (clip_grad_norm_ scales every gradient by max_norm / total_norm, which is 0 when the total norm is inf)"
+        pos = index(tuple(now_t.shape), at)
+        s = (f"After backward, {o.forward}{_where(o.line, o.code)} changed {who}.grad in place: backward had written "
+             f"{kind(was) if was is not None else 'a non-finite value'} at {who}.grad{pos}, and {o.forward} left "
+             f"{kind(v_now)} there{how}.")
+        fix = ("Pass error_if_nonfinite=True to clip_grad_norm_ (it raises instead of scaling by 0), or skip the step when "
+               "the total norm it returns is not finite." if clip else
+               f"Check torch.isfinite({who}.grad).all() before changing the gradient in place.")
+        return s, fix
+    return None
+
+
 def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: list, common: dict) -> Explanation:
     """A non-finite .grad that no traced backward node made: what the records do show."""
     mine = {t.id for t in g.tensors if node.id in _versions(g, links, t.id)}
@@ -320,4 +373,4 @@ def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: 
 
 
 
-origins, origin, turned, backward_answer = _origins, _origin, _turned, _backward_answer
+origins, origin, turned, backward_answer, changed_after = _origins, _origin, _turned, _backward_answer, _changed_after

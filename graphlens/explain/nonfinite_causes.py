@@ -10,231 +10,27 @@ what the op did and no more.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from ..graph import Graph, OpNode, TensorNode
-from ..values import Summary, format_number
+from ..values import format_number
+from .nonfinite_links import ATTENTIONS, CASTS as _CASTS, CONTRACTIONS, DIVS as _DIVS, FILLS, HALF as _HALF, SOFTMAXES, Cause, \
+    Links, bad, base, index, kind, limit, named_like, position, positional, value_at
+from .nonfinite_overflow import exp_floor as _exp_floor, overflow_cause as _overflow, saturated as _saturated
+from .nonfinite_rules import arithmetic, exact_cause
 
 __all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "live_as_recorded", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
 
-def bad(s: Summary | None) -> bool:
-    """Whether the summary ``s`` says its tensor holds a NaN or an infinity."""
-    return s is not None and s.finite is False
-
-
-def kind(v: Any) -> str:
-    """``"NaN"``, ``"inf"`` or ``"-inf"`` for a number (a complex one: NaN if a part is)."""
-    if type(v) is complex:
-        return "NaN" if v != v else "inf"
-    if type(v) is float:
-        return "NaN" if v != v else ("inf" if v > 0 else "-inf")
-    return "a NaN or an infinity"
-
-
-def index(shape: tuple, flat: int | None) -> str:
-    """``[i, j]`` for the flat row-major index ``flat`` of a tensor of ``shape`` (``""`` for a
-    0-d tensor or an unknown position)."""
-    if flat is None or not shape:
-        return ""
-    if any(type(n) is not int for n in shape):
-        return f"[flat {flat}]"
-    out = []
-    for n in reversed(shape):
-        out.append(flat % n if n else 0)
-        flat = flat // n if n else 0
-    return "[" + ", ".join(map(str, reversed(out))) + "]"
-
-
-def value_at(s: Summary | None, flat: int | None, shape: tuple) -> Any:
-    """The value summarised by ``s`` at the flat position ``flat`` of a tensor of ``shape``,
-    where it can be told: the element broadcasting puts there (a one-element tensor, a
-    tensor of that shape, or one that broadcasts to it), when it was read."""
-    if s is None or s.head is None or flat is None:
-        return None
-    if s.numel == 1 and s.head:
-        return s.head[0]
-    p = position(tuple(shape), flat, tuple(s.shape))
-    if p is not None and p < len(s.head):
-        return s.head[p]
-    return None
-
-
-def position(shape: tuple, flat: int, of: tuple) -> int | None:
-    """The flat position, in a tensor of shape ``of``, of the element broadcasting uses at
-    flat position ``flat`` of a result of ``shape`` (None: ``of`` does not broadcast to it).
-
-    >>> position((3, 2), 5, (3, 2)), position((3, 2), 5, (2,)), position((3, 2), 5, (3, 1)), position((3, 2), 1, (3,))
-    (5, 1, 2, None)
-    """
-    if of == shape:
-        return flat
-    if len(of) > len(shape) or any(type(n) is not int for n in shape + of):
-        return None
-    idx = []
-    for n in reversed(shape):
-        idx.append(flat % n if n else 0)
-        flat = flat // n if n else 0
-    idx.reverse()
-    out, lead = 0, len(shape) - len(of)
-    for k, size in enumerate(of):
-        i = idx[lead + k] if size == shape[lead + k] else 0 if size == 1 else None
-        if i is None:
-            return None
-        out = out * size + i
-    return out
-
-
-#: Forward ops whose result at a position is not computed from their inputs at that position
-#: (a sum over products, a convolution): an input's value "there" means nothing.
-CONTRACTIONS = frozenset({
-    "addmm", "mm", "matmul", "bmm", "baddbmm", "addbmm", "addmv", "mv", "linear", "einsum", "tensordot", "dot", "vdot",
-    "inner", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
-    "bilinear", "scaled_dot_product_attention", "multi_head_attention_forward", "embedding", "cdist", "chain_matmul",
-    "multi_dot", "kron", "cross",
-})
-
-
-def positional(name: str | None) -> bool:
-    """Whether an op's inputs can be read at the position of one element of its result."""
-    return base(name) not in CONTRACTIONS
-
-
-def base(name: str | None) -> str:
-    """An op's plain name: ``torch.log`` -> ``log``, ``add_`` -> ``add``, ``__truediv__`` -> ``truediv``."""
-    return (name or "").rsplit(".", 1)[-1].strip("_")
-
-
-class Links:
-    """The graph's structure as the searches need it: who made each tensor, who used it, and
-    where each backward node sends its gradients."""
-
-    def __init__(self, g: Graph) -> None:
-        self.g = g
-        self.order = {t.id: k for k, t in enumerate(g.tensors)}
-        self.inputs: dict[str, list[tuple[int, str]]] = {}  # op -> [(input_nr, tensor)]
-        self.maker: dict[str, str] = {}  # tensor -> op that made it
-        self.made: dict[str, dict[int, str]] = {}  # op -> {output_nr: tensor}
-        self.nexts: dict[str, dict[int, tuple[str, int]]] = {}  # op -> {input_nr: (child op, output_nr)}
-        self.parents: dict[str, list[str]] = {}  # op -> ops whose next edges point at it
-        self.consumers: dict[str, list[str]] = {}  # tensor -> ops it fed
-        self.detached: dict[str, str] = {}  # tensor -> the tensor it was detached from (the same data)
-        for e in g.edges:
-            if e.kind == "input":
-                self.inputs.setdefault(e.dst, []).append((e.input_nr, e.src))
-                self.consumers.setdefault(e.src, []).append(e.dst)
-            elif e.kind == "output":
-                self.maker[e.dst] = e.src
-                self.made.setdefault(e.src, {})[e.output_nr] = e.dst
-            elif e.kind == "detach":
-                self.detached[e.dst] = e.src
-            elif e.kind == "next":
-                self.nexts.setdefault(e.src, {})[e.input_nr] = (e.dst, e.output_nr)
-                self.parents.setdefault(e.dst, []).append(e.src)
-        for rows in self.inputs.values():
-            rows.sort()
-
-    def forward_inputs(self, op: str) -> list[str]:
-        return [t for _, t in self.inputs.get(op, ())]
-
-    def made_by(self, tid: str | None) -> str:
-        """The plain forward name of the op that made ``tid`` (``""``: none)."""
-        op = self.maker.get(tid) if tid else None
-        return base(self.g.node(op).forward) if op is not None else ""
-
-    def ancestors(self, tid: str) -> list[str]:
-        """``tid`` and every tensor its value was computed from (through ops), in program order."""
-        seen, stack = set(), [tid]
-        while stack:
-            t = stack.pop()
-            if t in seen:
-                continue
-            seen.add(t)
-            op = self.maker.get(t)
-            if op is not None:
-                stack.extend(self.forward_inputs(op))
-            if t in self.detached:  # (detach() shares the data: its values were made where the original's were)
-                stack.append(self.detached[t])
-        return sorted(seen, key=lambda t: self.order.get(t, 0))
-
-    def upstream(self, op: str) -> set[str]:
-        """The backward nodes from which ``op`` is reached along next edges (``op`` too): those
-        whose gradients can end up at it."""
-        seen, stack = set(), [op]
-        while stack:
-            o = stack.pop()
-            if o not in seen:
-                seen.add(o)
-                stack.extend(self.parents.get(o, ()))
-        return seen
-
-    def target_of(self, op: str, input_nr: int) -> str | None:
-        """The tensor the gradient ``op`` sends along its ``input_nr``-th next edge is for."""
-        child = self.nexts.get(op, {}).get(input_nr)
-        if child is None:
-            return None
-        node = self.g.node(child[0])
-        if isinstance(node, OpNode) and node.variable is not None:
-            return node.variable
-        return self.made.get(child[0], {}).get(child[1])
-
-    def label(self, tid: str | None) -> str:
-        """What an answer calls a tensor: its variable name, the name of a later in-place version
-        of it, else what made it (``log's result``), else its id."""
-        if tid is None:
-            return "its input"
-        node = self.g.node(tid)
-        if isinstance(node, TensorNode) and node.name:
-            return node.name
-        later, seen = tid, set()
-        while later not in seen:  # (w updated in place by an optimizer: its later version has the name)
-            seen.add(later)
-            nxt = [self.made.get(op, {}).get(0) for op in self.consumers.get(later, ())
-                   if (self.g.node(op).forward or "").endswith("_") and self.forward_inputs(op)[:1] == [later]]
-            nxt = [t for t in nxt if t is not None]
-            if not nxt:
-                break
-            later = nxt[0]
-            if self.g.node(later).name:
-                return self.g.node(later).name
-        fwd = self.made_by(tid)
-        return f"{fwd}'s result" if fwd else tid
-
-
-class Cause(NamedTuple):
-    """Why an op made a non-finite number: a reason code, one sentence, the fix."""
-
-    code: str
-    why: str
-    fix: str
-
-
 _LOGS = {"log", "log2", "log10", "log1p"}
-#: Ops that write a value the program gives them (a mask's -inf is written, not computed).
-FILLS = frozenset({"masked_fill", "fill", "full", "full_like", "new_full", "index_fill", "where", "fill_diagonal",
-                   "masked_scatter", "index_put", "setitem"})
-#: Ops that turn a row of -inf into NaN (0 / 0), and only then: their results are never infinite.
-SOFTMAXES = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax"})
-#: Attention recorded as one call (its softmax inside): a query whose every key is masked gives NaN.
-ATTENTIONS = frozenset({"multi_head_attention_forward", "_native_multi_head_attention"})
-_DIVS = {"div", "true_divide", "truediv", "rdiv", "rtruediv", "divide"}
 #: Ops infinite at some inputs by definition: (the test on the input, where).
 _POLES = {
     "atanh": (lambda v: abs(v) == 1, "at ±1"), "lgamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
     "digamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
     "polygamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
 }
-_CASTS = {"to", "half", "bfloat16", "float", "double", "type", "type_as"}
-_HALF = {"float16", "bfloat16"}
-
-
-def _limit(dtype: str) -> str:
-    try:
-        return format_number(float(torch.finfo(getattr(torch, dtype)).max), 5)
-    except (AttributeError, TypeError):
-        return "its largest value"
 
 
 def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None, out: TensorNode, bad_value: Any) -> Cause:
@@ -256,14 +52,15 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          "F.cross_entropy takes the logits directly.")
         src = links.made_by(inputs[0] if inputs else None)
         if src == "sigmoid" and bad_value == float("-inf"):
-            return Cause("log_of_zero", "The sigmoid saturated to exactly 0 there (a very negative input), and log(0) = -inf.",
+            return Cause("log_of_zero", f"The sigmoid saturated to exactly 0 there ({_saturated(g.node(inputs[0]).dtype, high=False)}), "
+                         "and log(0) = -inf.",
                          "Use F.logsigmoid(z) instead of torch.log(torch.sigmoid(z)) (and F.logsigmoid(-z) for "
                          "log(1 - sigmoid(z))); for a loss, F.binary_cross_entropy_with_logits takes the logits directly.")
         if src == "rsub" and bad_value == float("-inf"):
             inner = links.forward_inputs(links.maker[inputs[0]])
             if inner and links.made_by(inner[-1]) == "sigmoid":
-                return Cause("log_of_zero", "The sigmoid saturated to exactly 1 there (a very large input), so 1 - sigmoid is 0 "
-                             "and log(0) = -inf.", "Use F.logsigmoid(-z) instead of torch.log(1 - torch.sigmoid(z)); for "
+                return Cause("log_of_zero", f"The sigmoid saturated to exactly 1 there ({_saturated(g.node(inner[-1]).dtype)}), "
+                             "so 1 - sigmoid is 0 and log(0) = -inf.", "Use F.logsigmoid(-z) instead of torch.log(1 - torch.sigmoid(z)); for "
                              "a loss, F.binary_cross_entropy_with_logits takes the logits directly.")
         if name == "log1p" and nums and nums[0] == -1:
             src1 = links.made_by(inputs[0] if inputs else None)
@@ -274,6 +71,15 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                              "F.binary_cross_entropy_with_logits takes the logits directly.")
             return Cause("log_of_zero", "The log1p of -1 is -inf (log of 1 + x at x = -1).",
                          f"Keep 1 + {x} away from 0: torch.log1p({x}.clamp(min=-1 + eps)).")
+        if nums and nums[0] == 0 and src in ("sum", "mean") and inputs:
+            inner = links.forward_inputs(links.maker[inputs[0]])
+            if inner and links.made_by(inner[0]) == "exp":
+                return Cause("log_of_zero", f"Every exp in that {src} underflowed to exactly 0 (their inputs are all far below "
+                             f"0: exp is 0 in {out.dtype} below about {format_number(_exp_floor(out.dtype), 3)}), so the "
+                             f"{src} is 0 and the {name} of 0 is -inf.",
+                             "Use torch.logsumexp(x, dim) for log(sum(exp(x))): it subtracts the maximum before exp, so "
+                             "nothing underflows (a clamp before the log would hide the error and stop the gradient).",
+                             ("underflow",))
         if nums and nums[0] == 0 and name != "log1p":
             return Cause("log_of_zero", f"The {name} of 0 is -inf.",
                          f"Keep the input away from 0: torch.{name}({x}.clamp(min=eps)) or torch.{name}({x} + eps).")
@@ -334,20 +140,46 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          f"Bessel's) it divides by 1 - 1 = 0, and 0 / 0 is NaN.",
                          f"Reduce over at least two elements (a batch of one has no spread to estimate), or ask for the "
                          f"population value: x.{name.split('_')[0]}(dim, correction=0) (unbiased=False).")
+    exact = exact_cause(g, links, op_id, name, inputs, out, bad_value)
+    if exact is not None:
+        return exact
     pole = _POLES.get(name)
     if pole is not None and inputs and type(vals[0] if vals else None) in (float, int) and pole[0](vals[0]):
         return Cause("pole", f"{name} is infinite at {format_number(vals[0], 6)} by definition ({pole[1]}): not an overflow.",
                      f"Keep the input of {name} away from {pole[1][3:]}: clamp it first, or find out why it "
                      f"reaches that value (a saturated sigmoid or tanh, a softplus that underflowed to 0).")
-    if name == "addcdiv" and len(vals) >= 3 and vals[2] == 0:
-        return Cause("division_by_zero", f"{fwd} divides by its third input, which is 0 there: "
-                     f"{'0 / 0 is NaN' if kind(bad_value) == 'NaN' else 'dividing by 0 gives an infinity'} (an Adam or "
-                     f"RMSprop update with eps=0 divides by sqrt(v) + eps, 0 where a gradient has always been 0).",
-                     "Keep eps > 0 in the optimizer (the default 1e-8), or keep the denominator away from 0.")
-    if inf and name not in _LOGS and name not in _DIVS:
+    zero_den = len(vals) >= 3 and vals[2] == 0
+    if name == "addcdiv" and (zero_den or (kind(bad_value) == "NaN" and len(vals) >= 3)):
+        # (x + value * t1 / t2 of finite numbers is NaN only where t1 / t2 is 0 / 0: the denominator was 0 there)
+        tiny = out.dtype in _HALF
+        eps = (f" In {out.dtype}, an eps of 1e-8 (the default) rounds to 0: {out.dtype}'s smallest number is about "
+               f"{format_number(float(torch.finfo(getattr(torch, out.dtype)).smallest_normal * torch.finfo(getattr(torch, out.dtype)).eps), 2)}."
+               if tiny else "")
+        head = (f"{fwd} divides by its third input, which is 0 there: "
+                f"{'0 / 0 is NaN' if kind(bad_value) == 'NaN' else 'dividing by 0 gives an infinity'}" if zero_den else
+                f"{fwd} computes x + value × t1 / t2, and from finite inputs it makes NaN only where t1 / t2 is 0 / 0: its "
+                f"third input was 0 there")
+        return Cause("division_by_zero", f"{head} (an Adam or "
+                     f"RMSprop update divides by sqrt(v) + eps, and v is 0 where a gradient has always been 0).{eps}",
+                     "Keep the parameters and the optimizer's state in float32 (train with autocast or a float32 master "
+                     "copy, not a model made .half()), or give the optimizer an eps the dtype holds (eps=1e-4 in float16)."
+                     if tiny else "Keep eps > 0 in the optimizer (the default 1e-8), or keep the denominator away from 0.")
+    if inf and (arithmetic(name) or name in _CASTS):
         return _overflow(g, links, op_id, name, inputs, nums, out)
-    return Cause("nonfinite_forward", f"{fwd} made it from finite inputs.",
-                 f"Check the inputs of {fwd} at that position before the op (torch.isfinite).")
+    if inf and name in _DIVS and nums and len(nums) == len(vals) and all(v != 0 for v in nums[1:]):
+        return _overflow(g, links, op_id, name, inputs, nums, out)  # (a finite quotient of finite numbers, too large)
+    shown = ", ".join(f"{links.label(t)} = {format_number(v, 6)}" for t, v in zip(inputs, vals) if type(v) in (float, int))
+    at_what = f" (there, {shown})" if shown else ""
+    if inf:
+        return Cause("nonfinite_forward", f"{fwd} returned {kind(bad_value)} from finite inputs: not an overflow of a sum or "
+                     f"a product (graphlens has no rule for {fwd}); an op that computes a log, a quotient or an inverse "
+                     f"inside is infinite exactly where that part is singular.",
+                     f"Look at the inputs of {fwd} at that position{at_what} for the value where it is undefined (a log of "
+                     f"0, a division by 0 inside it), and keep the input away from it.")
+    return Cause("nonfinite_forward", f"{fwd} made NaN from finite inputs (graphlens has no rule for {fwd}): an op that "
+                 f"divides or takes a log inside gives NaN where that part is 0 / 0, inf − inf or a log of a negative number.",
+                 f"Look at the inputs of {fwd} at that position{at_what} for the value where it is undefined, and keep the "
+                 f"input away from it.")
 
 
 def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out: TensorNode, fill: TensorNode) -> Cause:
@@ -442,50 +274,6 @@ def _division(g: Graph, op_id: str, name: str, inputs: list[str], vals: list) ->
     return (vals[0] if vals else None), other, None
 
 
-def _overflow(g: Graph, links: Links, op_id: str, name: str, inputs: list[str], nums: list, out: TensorNode) -> Cause:
-    """A finite input, a result too large for the dtype (named, with autocast when the dtypes show it)."""
-    dtype = out.dtype
-    in_dtypes = {g.node(t).dtype for t in inputs}
-    autocast = dtype in _HALF and in_dtypes and all(d == "float32" for d in in_dtypes) and name not in _CASTS
-    if name in ("sum", "mean", "cumsum", "nansum") and inputs:
-        n = g.node(inputs[0]).value.numel if g.node(inputs[0]).value is not None else None
-        many = f"its {n} elements" if n else "its elements"
-        return Cause("overflow", f"Every element it summed was finite, but the sum of {many} is larger than {dtype} can hold "
-                     f"({_limit(dtype)}).", f"Accumulate in float32: torch.{name}(x, dtype=torch.float32) or x.float()."
-                     f"{name}() (under autocast, torch.{name} runs in float32 by itself).")
-    why = f"Its inputs were finite, but the result is larger than {dtype} can hold ({_limit(dtype)})"
-    if autocast:
-        why += f": autocast ran {name} in {dtype} although its inputs were float32"
-    wider = None
-    if name in ("exp", "exp2", "expm1") and nums:
-        wider = nums[0] < (88.7 if name != "exp2" else 128)  # (float32 would hold it)
-        why += f"; exp overflows {dtype} for inputs above about {format_number(_exp_edge(dtype), 3)}"
-    why += "."
-    parts = []
-    if name in ("exp", "exp2", "expm1"):
-        parts.append("subtract the maximum before exp, as softmax and logsumexp do (torch.softmax, torch.logsumexp, "
-                     "F.log_softmax), or scale the values down")
-    else:
-        parts.append("scale the values down (normalise the inputs, a smaller learning rate or initialisation)")
-    if dtype == "float16" and wider is not False:
-        parts.append(f"compute {name} in float32 ({'outside autocast: with torch.autocast(device_type, enabled=False) on .float() inputs' if autocast else 'on .float() inputs'})")
-    fix = "; ".join(parts)
-    fix = fix[0].upper() + fix[1:] + "."
-    if dtype == "bfloat16" or (dtype == "float16" and wider is False):
-        fix += " (Computing it in float32 would overflow too: float32's range is " + \
-            ("bfloat16's." if dtype == "bfloat16" else "exceeded there as well.") + ")"
-    return Cause("overflow", why, fix)
-
-
-def _exp_edge(dtype: str) -> float:
-    import math
-
-    try:
-        return math.log(float(torch.finfo(getattr(torch, dtype)).max))
-    except (AttributeError, TypeError):
-        return 88.7
-
-
 def _variance_like(g: Graph, links: Links, tid: str | None) -> bool:
     """Whether ``tid`` is a variance: ``x.var()``, or the mean of a square (``((x - mu) ** 2).mean()``)."""
     made = links.made_by(tid)
@@ -495,11 +283,6 @@ def _variance_like(g: Graph, links: Links, tid: str | None) -> bool:
         ins = links.forward_inputs(links.maker[tid])
         return bool(ins) and _squared(g, links, ins[0]) is not None
     return False
-
-
-def _named_like(label: str) -> bool:
-    """Whether an answer's label for a tensor is a name a fix can use in code (not ``log's result``, ``t7``)."""
-    return label.replace(".", "_").isidentifier() and not (label[:1] == "t" and label[1:].isdigit())
 
 
 def _squared(g: Graph, links: Links, tid: str) -> str | None:
@@ -542,4 +325,5 @@ def safe_where_fix(fwd: str, x: str, mask: str, exp_like: bool) -> str:
 
 
 #: (for :mod:`graphlens.explain.nonfinite_derivatives`)
-named_like, squared, exponent, limit = _named_like, _squared, _exponent, _limit
+squared, exponent = _squared, _exponent
+_named_like, _limit = named_like, limit

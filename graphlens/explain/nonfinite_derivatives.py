@@ -15,6 +15,7 @@ import torch
 
 from ..graph import Graph
 from ..values import format_number
+from .._live.finite import FINITE_DERIVATIVES
 from .nonfinite_causes import Links, base, exponent as _exponent, limit as _limit, named_like as _named_like, squared as _squared
 
 __all__ = ["FINITE_DERIVATIVES", "backward_cause"]
@@ -52,18 +53,22 @@ _DERIVATIVES: dict[str, tuple[str, str]] = {
     "NormBackward1": ("the derivative of the norm, x / ||x||, is 0/0 for a zero vector",
                       "add eps inside the root: torch.sqrt(({x} ** 2).sum(dim) + eps)"),
     "CdistBackward0": ("the derivative of cdist is 0/0 where two points coincide", "add eps to the squared distance before the root"),
+    "LinalgEighBackward0": ("the derivative of the eigenvectors has 1 / (λi − λj) in it: infinite where two eigenvalues "
+                            "are equal (repeated, degenerate eigenvalues: the eigenvectors are not unique there), and 0 × inf "
+                            "or inf − inf gives NaN",
+                            "Perturb the matrix so its eigenvalues differ (add a small random 'jitter' to the diagonal: "
+                            "{x} + eps * torch.diag(torch.rand(n))), or use only the eigenvalues (torch.linalg.eigvalsh: "
+                            "their gradient is finite), or a whitening that needs no eigenvectors (Cholesky, Newton-Schulz)"),
+    "LinalgEigBackward0": ("the derivative of the eigenvectors has 1 / (λi − λj) in it: infinite where two eigenvalues are "
+                           "equal (repeated eigenvalues)", "Perturb the matrix so its eigenvalues differ (a small random "
+                           "jitter), or use only the eigenvalues (torch.linalg.eigvals)"),
+    "LinalgSvdBackward0": ("the derivative of the singular vectors has 1 / (σi² − σj²) in it: infinite where two singular "
+                           "values are equal (repeated singular values)", "Perturb the matrix so its singular values differ "
+                           "(a small random jitter), or use only the singular values (torch.linalg.svdvals)"),
+    "SvdHelperBackward0": ("the derivative of the singular vectors has 1 / (σi² − σj²) in it: infinite where two singular "
+                           "values are equal", "Perturb the matrix (a small random jitter), or use torch.linalg.svdvals"),
 }
 
-#: Backward nodes whose derivative is finite wherever their inputs are: from finite gradients
-#: and finite inputs they send a non-finite gradient only when a sum or product overflows.
-FINITE_DERIVATIVES = frozenset({
-    "AddmmBackward0", "MmBackward0", "BmmBackward0", "BaddbmmBackward0", "MvBackward0", "AddmvBackward0",
-    "LinearBackward0", "ConvolutionBackward0", "MulBackward0", "AddBackward0", "SubBackward0", "RsubBackward1",
-    "SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1", "ToCopyBackward0", "UnsafeViewBackward0",
-    "ViewBackward0", "TBackward0", "ExpandBackward0", "CloneBackward0", "EmbeddingBackward0", "NegBackward0",
-    "DotBackward0", "MulBackward1", "AddBackward1", "SubBackward1", "CatBackward0", "StackBackward0",
-    "PermuteBackward0", "TransposeBackward0", "SelectBackward0", "SliceBackward0", "IndexBackward0",
-})
 
 #: Where each node's derivative is singular (infinite), and where its input leaves the domain (NaN).
 _SINGULAR: dict[str, tuple[Any, Any]] = {  # node -> (singular points, domain test: True where NaN)
@@ -92,6 +97,26 @@ def _derivative_size(node_name: str, v: float, p: Any = None) -> float | None:
         return None
 
 
+_SPECTRAL = frozenset({"LinalgEighBackward0", "LinalgEigBackward0", "LinalgSvdBackward0", "SvdHelperBackward0"})
+
+
+def _repeated(g: Graph, links: Links, op_id: str) -> str:
+    """The eigenvalues (singular values) the op made, when the records hold them all and two are
+    equal: the words saying so (``""`` otherwise: nothing is claimed)."""
+    outs = links.made.get(op_id, {})
+    tid = outs.get(1 if g.node(op_id).name == "LinalgSvdBackward0" else 0)
+    v = g.node(tid).value if tid else None
+    if v is None or v.head is None or len(v.head) < v.numel or v.numel > 64:
+        return ""
+    vals = [x for x in v.head if type(x) in (int, float)]
+    seen = sorted(vals)
+    if any(a == b for a, b in zip(seen, seen[1:])):
+        shown = ", ".join(format_number(x, 6) for x in vals[:6])
+        what = "singular values" if "Svd" in (g.node(op_id).name or "") else "eigenvalues"
+        return f". The {what} it made here are [{shown}]: two are equal"
+    return ""
+
+
 def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str, x: str, *, value: Any = None,
                    dtype: str | None = None, inputs_finite: bool = False) -> tuple[list[str], str, str]:
     """Why backward node ``node_name`` (the backward of ``fwd``, whose input is called ``x``)
@@ -102,6 +127,8 @@ def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str,
     why, fix = _DERIVATIVES.get(node_name, (f"the derivative of {fwd} is not finite at that input",
                                             f"keep the input of {fwd} away from the values where its derivative is not finite"))
     codes = ["infinite_derivative"]
+    if node_name in _SPECTRAL:
+        why += _repeated(g, links, op_id)
     if node_name in FINITE_DERIVATIVES and inputs_finite:
         return ["overflow"], *_backward_overflow(node_name, fwd, dtype)
     exponent = _exponent(g, op_id) if node_name == "PowBackward0" else None

@@ -89,7 +89,7 @@ NONFINITE_REASONS: dict[str, str] = {
     "backward node that sent one (in the engine's order) is named",
     "nonfinite_input": "the tensor already held NaN or infinity when the trace first saw it (the input data, or made "
     "outside the block)",
-    "nonfinite_parameter": "a parameter holds NaN or infinity, written into it in place (an optimizer step, from a "
+    "nonfinite_parameter": "a parameter holds NaN or infinity, written into it in place (an optimizer step, often from a "
     "gradient that was already non-finite)",
     "nonfinite_grad_before": "the .grad was already NaN or infinite before the traced backward added to it",
     "nonfinite_unseen": "every value and gradient the trace saw was finite: the non-finite number came from something "
@@ -114,6 +114,20 @@ NONFINITE_REASONS: dict[str, str] = {
     "pole": "the op is infinite at that input by definition (atanh at ±1, lgamma and digamma at 0 and the negative "
     "integers, tan at odd multiples of pi/2): not an overflow",
     "std_of_one": "std or var with the default correction divides by N - 1: over a single element that is 0 / 0 = NaN",
+    "impossible_alignment": "ctc_loss is inf where no alignment of the target fits the input (the input sequence is too "
+    "short): the probability is exactly 0, not an overflow",
+    "singular_matrix": "a log-determinant of a singular matrix (determinant 0) is -inf, of one with a negative "
+    "determinant NaN: exact, not an overflow",
+    "empty_reduction": "a mean over no elements (an empty selection, a loss whose every target is ignore_index) is "
+    "0 / 0 = NaN",
+    "zero_variance": "a normalisation (layer_norm, batch_norm, ...) of a constant row with eps = 0, or an eps the dtype "
+    "cannot hold, divides 0 by 0",
+    "eps_too_small": "the eps meant to keep a denominator away from 0 is 0, or rounds to 0 in the dtype (1e-12 in "
+    "float16), so a zero vector gives 0 / 0",
+    "underflow": "values too small for the dtype rounded to exactly 0 or 1 (every exp of a sum far below 0, a sigmoid "
+    "saturated in bfloat16), and a log or a division of that is not finite",
+    "label_smoothing": "cross_entropy with label_smoothing averages -log p over every class: a class masked with -inf "
+    "(probability 0) makes the loss inf",
 }
 GRAD_REASONS.update(NONFINITE_REASONS)
 

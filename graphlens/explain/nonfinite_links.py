@@ -1,0 +1,231 @@
+"""The graph as the NaN/inf answers read it: who made and used each tensor, values at a position, and the kinds of ops."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+
+from ..graph import Graph, OpNode, TensorNode
+from ..values import Summary, format_number
+
+__all__ = [
+    "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit",
+    "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF",
+]
+
+
+def bad(s: Summary | None) -> bool:
+    """Whether the summary ``s`` says its tensor holds a NaN or an infinity."""
+    return s is not None and s.finite is False
+
+
+def kind(v: Any) -> str:
+    """``"NaN"``, ``"inf"`` or ``"-inf"`` for a number (a complex one: NaN if a part is)."""
+    if type(v) is complex:
+        return "NaN" if v != v else "inf"
+    if type(v) is float:
+        return "NaN" if v != v else ("inf" if v > 0 else "-inf")
+    return "a NaN or an infinity"
+
+
+def index(shape: tuple, flat: int | None) -> str:
+    """``[i, j]`` for the flat row-major index ``flat`` of a tensor of ``shape`` (``""`` for a
+    0-d tensor or an unknown position)."""
+    if flat is None or not shape:
+        return ""
+    if any(type(n) is not int for n in shape):
+        return f"[flat {flat}]"
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n if n else 0)
+        flat = flat // n if n else 0
+    return "[" + ", ".join(map(str, reversed(out))) + "]"
+
+
+def value_at(s: Summary | None, flat: int | None, shape: tuple) -> Any:
+    """The value summarised by ``s`` at the flat position ``flat`` of a tensor of ``shape``,
+    where it can be told: the element broadcasting puts there (a one-element tensor, a
+    tensor of that shape, or one that broadcasts to it), when it was read."""
+    if s is None or s.head is None or flat is None:
+        return None
+    if s.numel == 1 and s.head:
+        return s.head[0]
+    p = position(tuple(shape), flat, tuple(s.shape))
+    if p is not None and p < len(s.head):
+        return s.head[p]
+    return None
+
+
+def position(shape: tuple, flat: int, of: tuple) -> int | None:
+    """The flat position, in a tensor of shape ``of``, of the element broadcasting uses at
+    flat position ``flat`` of a result of ``shape`` (None: ``of`` does not broadcast to it).
+
+    >>> position((3, 2), 5, (3, 2)), position((3, 2), 5, (2,)), position((3, 2), 5, (3, 1)), position((3, 2), 1, (3,))
+    (5, 1, 2, None)
+    """
+    if of == shape:
+        return flat
+    if len(of) > len(shape) or any(type(n) is not int for n in shape + of):
+        return None
+    idx = []
+    for n in reversed(shape):
+        idx.append(flat % n if n else 0)
+        flat = flat // n if n else 0
+    idx.reverse()
+    out, lead = 0, len(shape) - len(of)
+    for k, size in enumerate(of):
+        i = idx[lead + k] if size == shape[lead + k] else 0 if size == 1 else None
+        if i is None:
+            return None
+        out = out * size + i
+    return out
+
+
+#: Forward ops whose result at a position is not computed from their inputs at that position
+#: (a sum over products, a convolution): an input's value "there" means nothing.
+CONTRACTIONS = frozenset({
+    "addmm", "mm", "matmul", "bmm", "baddbmm", "addbmm", "addmv", "mv", "linear", "einsum", "tensordot", "dot", "vdot",
+    "inner", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution",
+    "bilinear", "scaled_dot_product_attention", "multi_head_attention_forward", "embedding", "cdist", "chain_matmul",
+    "multi_dot", "kron", "cross",
+})
+
+
+def positional(name: str | None) -> bool:
+    """Whether an op's inputs can be read at the position of one element of its result."""
+    return base(name) not in CONTRACTIONS
+
+
+def base(name: str | None) -> str:
+    """An op's plain name: ``torch.log`` -> ``log``, ``add_`` -> ``add``, ``__truediv__`` -> ``truediv``."""
+    return (name or "").rsplit(".", 1)[-1].strip("_")
+
+
+class Links:
+    """The graph's structure as the searches need it: who made each tensor, who used it, and
+    where each backward node sends its gradients."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.order = {t.id: k for k, t in enumerate(g.tensors)}
+        self.inputs: dict[str, list[tuple[int, str]]] = {}  # op -> [(input_nr, tensor)]
+        self.maker: dict[str, str] = {}  # tensor -> op that made it
+        self.made: dict[str, dict[int, str]] = {}  # op -> {output_nr: tensor}
+        self.nexts: dict[str, dict[int, tuple[str, int]]] = {}  # op -> {input_nr: (child op, output_nr)}
+        self.parents: dict[str, list[str]] = {}  # op -> ops whose next edges point at it
+        self.consumers: dict[str, list[str]] = {}  # tensor -> ops it fed
+        self.detached: dict[str, str] = {}  # tensor -> the tensor it was detached from (the same data)
+        for e in g.edges:
+            if e.kind == "input":
+                self.inputs.setdefault(e.dst, []).append((e.input_nr, e.src))
+                self.consumers.setdefault(e.src, []).append(e.dst)
+            elif e.kind == "output":
+                self.maker[e.dst] = e.src
+                self.made.setdefault(e.src, {})[e.output_nr] = e.dst
+            elif e.kind == "detach":
+                self.detached[e.dst] = e.src
+            elif e.kind == "next":
+                self.nexts.setdefault(e.src, {})[e.input_nr] = (e.dst, e.output_nr)
+                self.parents.setdefault(e.dst, []).append(e.src)
+        for rows in self.inputs.values():
+            rows.sort()
+
+    def forward_inputs(self, op: str) -> list[str]:
+        return [t for _, t in self.inputs.get(op, ())]
+
+    def made_by(self, tid: str | None) -> str:
+        """The plain forward name of the op that made ``tid`` (``""``: none)."""
+        op = self.maker.get(tid) if tid else None
+        return base(self.g.node(op).forward) if op is not None else ""
+
+    def ancestors(self, tid: str) -> list[str]:
+        """``tid`` and every tensor its value was computed from (through ops), in program order."""
+        seen, stack = set(), [tid]
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            op = self.maker.get(t)
+            if op is not None:
+                stack.extend(self.forward_inputs(op))
+            if t in self.detached:  # (detach() shares the data: its values were made where the original's were)
+                stack.append(self.detached[t])
+        return sorted(seen, key=lambda t: self.order.get(t, 0))
+
+    def upstream(self, op: str) -> set[str]:
+        """The backward nodes from which ``op`` is reached along next edges (``op`` too): those
+        whose gradients can end up at it."""
+        seen, stack = set(), [op]
+        while stack:
+            o = stack.pop()
+            if o not in seen:
+                seen.add(o)
+                stack.extend(self.parents.get(o, ()))
+        return seen
+
+    def target_of(self, op: str, input_nr: int) -> str | None:
+        """The tensor the gradient ``op`` sends along its ``input_nr``-th next edge is for."""
+        child = self.nexts.get(op, {}).get(input_nr)
+        if child is None:
+            return None
+        node = self.g.node(child[0])
+        if isinstance(node, OpNode) and node.variable is not None:
+            return node.variable
+        return self.made.get(child[0], {}).get(child[1])
+
+    def label(self, tid: str | None) -> str:
+        """What an answer calls a tensor: its variable name, the name of a later in-place version
+        of it, else what made it (``log's result``), else its id."""
+        if tid is None:
+            return "its input"
+        node = self.g.node(tid)
+        if isinstance(node, TensorNode) and node.name:
+            return node.name
+        later, seen = tid, set()
+        while later not in seen:  # (w updated in place by an optimizer: its later version has the name)
+            seen.add(later)
+            nxt = [self.made.get(op, {}).get(0) for op in self.consumers.get(later, ())
+                   if (self.g.node(op).forward or "").endswith("_") and self.forward_inputs(op)[:1] == [later]]
+            nxt = [t for t in nxt if t is not None]
+            if not nxt:
+                break
+            later = nxt[0]
+            if self.g.node(later).name:
+                return self.g.node(later).name
+        fwd = self.made_by(tid)
+        return f"{fwd}'s result" if fwd else tid
+
+
+class Cause(NamedTuple):
+    """Why an op made a non-finite number: a reason code, one sentence, the fix (``more``: further codes)."""
+
+    code: str
+    why: str
+    fix: str
+    more: tuple = ()
+
+
+#: Ops that write a value the program gives them (a mask's -inf is written, not computed).
+FILLS = frozenset({"masked_fill", "fill", "full", "full_like", "new_full", "index_fill", "where", "fill_diagonal",
+                   "masked_scatter", "index_put", "setitem"})
+#: Ops that turn a row of -inf into NaN (0 / 0), and only then: their results are never infinite.
+SOFTMAXES = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax"})
+#: Attention recorded as one call (its softmax inside): a query whose every key is masked gives NaN.
+ATTENTIONS = frozenset({"multi_head_attention_forward", "_native_multi_head_attention"})
+DIVS = {"div", "true_divide", "truediv", "rdiv", "rtruediv", "divide"}
+CASTS = {"to", "half", "bfloat16", "float", "double", "type", "type_as"}
+HALF = {"float16", "bfloat16"}
+
+
+def limit(dtype: str) -> str:
+    try:
+        return format_number(float(torch.finfo(getattr(torch, dtype)).max), 5)
+    except (AttributeError, TypeError):
+        return "its largest value"
+
+
+def named_like(label: str) -> bool:
+    """Whether an answer's label for a tensor is a name a fix can use in code (not ``log's result``, ``t7``)."""
+    return label.replace(".", "_").isidentifier() and not (label[:1] == "t" and label[1:].isdigit())

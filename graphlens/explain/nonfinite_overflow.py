@@ -1,0 +1,126 @@
+"""Overflow: a result too large for its dtype, made from finite inputs, and the op or the dtype that avoids it (autocast, exp patterns)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..graph import Graph, TensorNode
+from ..values import format_number
+from .nonfinite_links import CASTS, HALF, SOFTMAXES, Cause, Links, base, limit, named_like
+from .nonfinite_rules import exp_fix, saturation_edge
+
+__all__ = ["overflow_cause", "saturated", "exp_floor", "exp_edge"]
+
+
+def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str], nums: list, out: TensorNode) -> Cause:
+    """A finite input, a result too large for the dtype (named, with autocast when the trace saw
+    autocast run the op, or the dtypes show it)."""
+    dtype = out.dtype
+    in_dtypes = {g.node(t).dtype for t in inputs}
+    narrowed = dtype in HALF and in_dtypes and all(d == "float32" for d in in_dtypes) and name not in CASTS
+    autocast = g.node(op_id).autocast is not None or narrowed
+    if name in ("sum", "mean", "cumsum", "nansum") and inputs:
+        n = g.node(inputs[0]).value.numel if g.node(inputs[0]).value is not None else None
+        many = f"its {n} elements" if n else "its elements"
+        return Cause("overflow", f"Every element it summed was finite, but the sum of {many} is larger than {dtype} can hold "
+                     f"({limit(dtype)}).", f"Accumulate in float32: torch.{name}(x, dtype=torch.float32) or x.float()."
+                     f"{name}() (under autocast, torch.{name} runs in float32 by itself).")
+    why = f"Its inputs were finite, but the result is larger than {dtype} can hold ({limit(dtype)})"
+    if narrowed:
+        why += f": autocast ran {name} in {dtype} although its inputs were float32"
+    elif autocast:
+        wide = [links.label(t) for t in inputs if g.node(t).dtype == "float32"]
+        why += (f": autocast ran {name} in {dtype}, casting its float32 input{'s' if len(wide) > 1 else ''} "
+                f"({', '.join(wide[:3])}) to {dtype}" if wide else
+                f": {name} ran under autocast in {dtype} (its inputs were {dtype} already, made by earlier ops under "
+                f"autocast)")
+    wider = None
+    if name in ("exp", "exp2", "expm1") and nums:
+        wider = nums[0] < (88.7 if name != "exp2" else 128)  # (float32 would hold it)
+        why += f"; exp overflows {dtype} for inputs above about {format_number(exp_edge(dtype), 3)}"
+    why += "."
+    parts = []
+    if name in ("exp", "exp2", "expm1"):
+        found = exp_fix(g, links, op_id)
+        if found is not None:
+            why += f" It computes {found[0]}."
+            parts.append(found[1])
+        else:
+            x = links.label(inputs[0]) if inputs else "x"
+            x = x if named_like(x) else "x"
+            parts.append(f"keep the input of exp in range: torch.exp({x}.clamp(max=...)) (for a log-variance or a log-scale, "
+                         f"clamp it or predict it through F.softplus); an input this large usually means the layer that "
+                         f"makes it has diverged (a learning rate too high)")
+    elif _attention_scores(g, links, op_id, name):
+        parts.append("scale the attention scores before the softmax: divide q @ k.T by sqrt(head size), as "
+                     "F.scaled_dot_product_attention does (or normalise q and k)")
+    else:
+        parts.append("scale the values down (normalise the inputs, a smaller learning rate or initialisation)")
+    if dtype == "float16" and wider is not False:
+        if autocast:
+            parts.append(f"compute {name} in float32 outside autocast: with torch.autocast(device_type, enabled=False): "
+                         f"on .float() inputs (casting the inputs alone is undone: autocast runs {name} in float16 again); "
+                         f"or autocast to torch.bfloat16, which has float32's range")
+        else:
+            parts.append(f"compute {name} in float32 (on .float() inputs)")
+    fix = "; ".join(parts)
+    fix = fix[0].upper() + fix[1:] + "."
+    if dtype == "bfloat16" or (dtype == "float16" and wider is False):
+        fix += " (Computing it in float32 would overflow too: float32's range is " + \
+            ("bfloat16's." if dtype == "bfloat16" else "exceeded there as well.") + ")"
+    return Cause("overflow", why, fix)
+
+
+_MATMULS = {"matmul", "bmm", "mm", "baddbmm", "einsum", "__matmul__", "matmul_"}
+
+
+def _attention_scores(g: Graph, links: Links, op_id: str, name: str) -> bool:
+    """Whether op ``op_id`` (a matrix product) made scores that a softmax takes (directly, or
+    after a scaling, masking or view)."""
+    if name not in _MATMULS and base(name) not in _MATMULS:
+        return False
+    frontier = list(links.made.get(op_id, {}).values())
+    for _ in range(3):
+        nxt = []
+        for t in frontier:
+            for c in links.consumers.get(t, ()):
+                cname = base(g.node(c).forward)
+                if cname in SOFTMAXES:
+                    return True
+                if cname in ("mul", "div", "truediv", "add", "masked_fill", "where", "view", "reshape", "float", "to"):
+                    nxt += list(links.made.get(c, {}).values())
+        frontier = nxt
+    return False
+
+
+def exp_floor(dtype: str) -> float:
+    """The input below which exp rounds to 0 in ``dtype`` (the log of its smallest subnormal number)."""
+    try:
+        info = torch.finfo(getattr(torch, dtype))
+        return math.log(float(info.smallest_normal) * float(info.eps))
+    except (AttributeError, TypeError):
+        return -103.3
+
+
+def exp_edge(dtype: str) -> float:
+    try:
+        return math.log(float(torch.finfo(getattr(torch, dtype)).max))
+    except (AttributeError, TypeError):
+        return 88.7
+
+
+
+def saturated(dtype: str, *, high: bool = True) -> str:
+    """Where ``sigmoid`` rounds to exactly 1 (``high``) or 0 in ``dtype``, as words."""
+    edge = saturation_edge(dtype) if high else None
+    if not high:
+        return "a very negative input"
+    if edge is None:
+        return "a very large input"
+    if dtype in ("float16", "bfloat16"):
+        f32 = saturation_edge("float32")
+        return (f"in {dtype} it rounds to 1 for every input above about {format_number(edge, 3)}, where float32 holds it "
+                f"below 1 up to about {format_number(f32, 3)}")
+    return f"{dtype} rounds it to 1 above about {format_number(edge, 3)}"

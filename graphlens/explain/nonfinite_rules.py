@@ -1,0 +1,172 @@
+"""Ops that make an exact NaN or infinity from finite inputs (not an overflow): losses, linear algebra, empty reductions, normalisations.
+
+:func:`graphlens.explain.nonfinite_causes.forward_cause` asks :func:`exact_cause` before it calls a
+non-finite result an overflow: these ops compute a log, a quotient or an inverse inside, and give NaN
+or an infinity exactly at inputs of ordinary size (a singular matrix, an empty mean, a constant row
+normalised with eps = 0, a CTC target that no alignment fits).  Each rule is recognised from the
+recorded op and the values the trace read, and says what torch computed there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..graph import Graph, TensorNode
+from .nonfinite_links import Cause, Links, base
+
+__all__ = ["exact_cause", "arithmetic", "saturation_edge", "exp_fix"]
+
+#: Ops whose non-finite result from finite inputs can only be an overflow: sums, products, powers,
+#: exponentials, casts and the layers made of them.  Any other op (a log inside, an inverse, a
+#: special function) can return an infinity exactly, so its infinity is not called an overflow.
+_ARITHMETIC = frozenset({
+    "add", "sub", "rsub", "mul", "neg", "matmul", "mm", "bmm", "baddbmm", "addmm", "addmv", "addbmm", "mv", "dot", "einsum",
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "pow", "square", "exp", "exp2", "expm1", "sinh", "cosh", "sum", "mean", "cumsum", "prod", "cumprod", "nansum",
+    "to", "half", "bfloat16", "float", "double", "type", "type_as", "copy", "lerp", "addcmul", "scaled_dot_product_attention",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "interpolate", "upsample", "avg_pool1d", "avg_pool2d",
+    "avg_pool3d", "embedding_bag", "gelu", "silu", "mish", "softplus", "hardswish", "norm", "linalg_vector_norm",
+    "vector_norm", "frobenius_norm", "std", "var", "std_mean", "var_mean", "layer_norm", "group_norm", "batch_norm",
+    "instance_norm", "rms_norm", "multi_head_attention_forward", "tensordot", "kron", "outer", "cross", "trace",
+})
+
+
+def arithmetic(name: str) -> bool:
+    """Whether a non-finite result of ``name`` from finite inputs can only be an overflow."""
+    return name in _ARITHMETIC
+
+
+def _label(links: Links, tid: str | None) -> str:
+    return links.label(tid) if tid else "x"
+
+
+def _whole(g: Graph, tid: str | None) -> tuple | None:
+    """Every value of tensor ``tid``, when its record holds them all."""
+    if tid is None:
+        return None
+    v = g.node(tid).value
+    if v is None or v.head is None or v.numel < 0 or len(v.head) < v.numel:
+        return None
+    return v.head
+
+
+def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str], out: TensorNode, bad_value: Any) -> Cause | None:
+    """Why op ``op_id`` (plain name ``name``) made an exact NaN or infinity from finite inputs
+    ``inputs``, or None when no rule here knows the op."""
+    nan = bad_value != bad_value
+    if name == "ctc_loss" and not nan:
+        return _ctc(g, links, inputs)
+    if name in ("logdet", "slogdet", "linalg_slogdet", "det", "linalg_det", "logabsdet"):
+        what = "NaN" if nan else "-inf"
+        why = ("The matrix is singular there: its determinant is 0, and the log of 0 is -inf." if not nan else
+               f"The determinant is negative there, and {name} takes its log: NaN (slogdet gives the sign and the log of "
+               f"the absolute value separately).")
+        return Cause("singular_matrix", why + f" ({name} gave {what} from finite entries: not an overflow.)",
+                     "Keep the matrix away from singular: add a small multiple of the identity (cov + 1e-6 * torch.eye(n), "
+                     "a 'jitter'), or build it positive definite by construction (L @ L.T + eps * I, a softplus on the "
+                     "diagonal of L).")
+    if nan and name in ("mean", "nanmean", "var", "std", "var_mean", "std_mean") and inputs:
+        src = g.node(inputs[0]).value
+        if src is not None and src.numel == 0:
+            x = _label(links, inputs[0])
+            return Cause("empty_reduction", f"{x} was empty (it holds no element: a selection or a mask that matched "
+                         f"nothing), and the {name} of no elements is 0 / 0 = NaN.",
+                         f"Take the {name} only when there is something to average: check {x}.numel() > 0 (mask.any()) "
+                         f"first, or divide the sum by the count clamped to at least 1 (x.sum() / mask.sum().clamp(min=1)).")
+    if nan and name in ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"):
+        return _no_targets(g, links, name, inputs)
+    if nan and name in ("layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm", "native_layer_norm"):
+        return Cause("zero_variance", f"{name} divides by sqrt(variance + eps): the row it normalised there has every "
+                     f"value the same (its variance is 0, as for padding or a constant feature), and with eps = 0 (or an "
+                     f"eps too small for {out.dtype}) that is 0 / 0 = NaN.",
+                     "Keep eps > 0 in the layer (nn.LayerNorm's default is 1e-5; in float16 no smaller than about 1e-5), "
+                     "or normalise in float32.")
+    if nan and name in ("normalize", "cosine_similarity", "pairwise_distance"):
+        x = _label(links, inputs[0] if inputs else None)
+        tiny = out.dtype in ("float16", "bfloat16")
+        eps = "eps (1e-12 for normalize, 1e-8 for cosine_similarity) rounds to 0 in " + out.dtype if tiny else "eps is 0"
+        return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm is "
+                     f"0); {eps}, so the division is 0 / 0 = NaN.",
+                     f"Pass an eps {out.dtype} can hold (eps=1e-6), or compute it in float32 "
+                     f"({name}({x}.float(), ...).to({x}.dtype))." if tiny else f"Keep eps > 0 (the default) in {name}.")
+    return None
+
+
+def _ctc(g: Graph, links: Links, inputs: list[str]) -> Cause:
+    """ctc_loss is inf for an item whose target no alignment fits (the input is too short)."""
+    lens = [_whole(g, t) for t in inputs[2:4]] if len(inputs) >= 4 else [None, None]
+    targets = _whole(g, inputs[1]) if len(inputs) >= 2 else None
+    which = ""
+    if lens[0] is not None and lens[1] is not None and len(lens[0]) == len(lens[1]):
+        rows = len(lens[0])
+        need = list(lens[1])
+        shape = g.node(inputs[1]).shape if targets is not None else ()
+        if targets is not None and len(shape) == 2 and shape[0] == rows:
+            width = shape[1]
+            for b in range(rows):
+                row = targets[b * width: b * width + int(lens[1][b])]
+                need[b] = int(lens[1][b]) + sum(1 for a, c in zip(row, row[1:]) if a == c)
+        short = [b for b in range(rows) if lens[0][b] < need[b]]
+        if short:
+            b = short[0]
+            which = (f" Item {b} of the batch has {int(lens[0][b])} input frame{'s' if lens[0][b] != 1 else ''} for a "
+                     f"target of {int(lens[1][b])} label{'s' if lens[1][b] != 1 else ''}, which needs at least {need[b]} "
+                     f"(one frame per label, and a blank between two equal labels).")
+    return Cause("impossible_alignment", "ctc_loss is -log of the probability of every alignment of the target to the "
+                 "input; where the input sequence is too short for the target, no alignment exists, the probability is 0 "
+                 f"and the loss is inf (exactly, not an overflow).{which}",
+                 "Pass zero_infinity=True to F.ctc_loss (those items then count 0 and send no gradient), and check "
+                 "input_lengths >= target_lengths (plus repeats) where the data is made: downsample the input less, or "
+                 "drop the items whose target is too long.")
+
+
+def _no_targets(g: Graph, links: Links, name: str, inputs: list[str]) -> Cause:
+    """A mean-reduced classification loss over no counted target: 0 / 0."""
+    target = _whole(g, inputs[1]) if len(inputs) >= 2 else None
+    ignored = target is not None and len(target) > 0 and all(v == -100 for v in target)
+    seen = (" Every target here is -100, the default ignore_index." if ignored else "")
+    return Cause("empty_reduction", f"With reduction='mean', {name} divides the sum of the losses of the targets that count "
+                 f"by their number (their total weight): when every target is ignore_index, or has weight 0, that is "
+                 f"0 / 0 = NaN.{seen}",
+                 "Skip the batch when no target counts ((target != ignore_index).sum() == 0), or use reduction='sum' and "
+                 "divide by the count clamped to at least 1.")
+
+
+def saturation_edge(dtype: str, high: bool = True) -> float | None:
+    """The smallest input (``high``) above which ``sigmoid`` rounds to exactly 1 in ``dtype``."""
+    try:
+        dt = getattr(torch, dtype)
+        lo, hi = 0.0, 60.0
+        with torch.no_grad(), torch._C.DisableTorchFunction():
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                if float(torch.sigmoid(torch.tensor(mid, dtype=dt))) == 1.0:
+                    hi = mid
+                else:
+                    lo = mid
+        return hi
+    except Exception:  # noqa: BLE001 - a dtype torch cannot make here
+        return None
+
+
+def exp_fix(g: Graph, links: Links, op_id: str) -> tuple[str, str] | None:
+    """What an overflowing ``exp`` was for, read from the ops after it, and the op that computes
+    that without the overflow: ``(what, fix)``, or None (a plain exp)."""
+    outs = list(links.made.get(op_id, {}).values())
+    for t in outs:
+        for c in links.consumers.get(t, ()):
+            cname = base(g.node(c).forward)
+            after = [base(g.node(k).forward) for u in links.made.get(c, {}).values() for k in links.consumers.get(u, ())]
+            if cname in ("log1p",) or (cname in ("add", "radd") and any(a in ("log",) for a in after)):
+                return ("log(1 + exp(x)), the softplus", "use F.softplus(x): it computes log(1 + exp(x)) without "
+                        "overflowing (it returns x itself for large x)")
+            if cname in ("sum", "logsumexp") and "log" in after:
+                return ("log(sum(exp(x)))", "use torch.logsumexp(x, dim): it subtracts the maximum before exp")
+            divs = ("div", "truediv", "rdiv", "true_divide")
+            if (cname == "sum" and any(a in divs for a in after)) or (
+                    cname in divs and any(links.made_by(i) == "sum" for i in links.forward_inputs(c) if i != t)):
+                return ("a softmax written by hand", "subtract the maximum before exp (x - x.max(dim, keepdim=True)"
+                        ".values), or use torch.softmax(x, dim), which does it")
+    return None
