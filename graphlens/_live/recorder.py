@@ -29,6 +29,7 @@ __all__ = [
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
+_Size = torch.Size
 _CUSTOM_NODE = torch.autograd.function.BackwardCFunction
 _HALF = frozenset({torch.float16, torch.bfloat16})
 _grad_enabled = torch.is_grad_enabled
@@ -388,7 +389,7 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
 
         The common call (plain tensors in, one new tensor out, grad on) is recorded inline;
         everything else by :meth:`record_any`."""
-        if kind or kwargs or type(out) is not _Tensor or self.region is not None or not _grad_enabled() or _default_hooks(False) is not None:
+        if kind or type(out) is not _Tensor or self.region is not None or not _grad_enabled() or _default_hooks(False) is not None:
             return self.record_any(func, kind, args, kwargs, out, caller)
         frame = self.frame
         lasti = -1
@@ -398,11 +399,12 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
                 self.look_back(frame, lasti)
         by_id, recs, refs = self.by_id, self.tensors, self.refs
         ins = []
-        for a in args:
-            if type(a) is _Tensor:
+        for a in args if not kwargs else (*args, *kwargs.values()):  # (keywords last, as record_any reads them)
+            cls = type(a)
+            if cls is _Tensor or cls is _Parameter:  # (a Parameter runs torch's own code: no override of its own)
                 i = by_id.get(id(a))
                 if i is None:
-                    return self.record_any(func, kind, args, kwargs, out, caller)
+                    i = self.input(a)  # (first seen: a parameter, the data; recorded as record_any would)
                 r = recs[i]
                 # (a record that does not require grad stays right while the tensor does
                 # not either; record_any handles the rest, e.g. requires_grad_() since, or a
@@ -410,7 +412,11 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
                 if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or r[_VERSION] < 0 or a._version != r[_VERSION]:
                     return self.record_any(func, kind, args, kwargs, out, caller)
                 ins.append(i)
-            elif isinstance(a, (_Tensor, list, tuple, dict)):
+            elif cls is tuple or cls is list or cls is _Size:
+                for x in a:  # (a shape or a list of dims: plain numbers only)
+                    if type(x) is not int:
+                        return self.record_any(func, kind, args, kwargs, out, caller)
+            elif isinstance(a, (_Tensor, dict)):
                 return self.record_any(func, kind, args, kwargs, out, caller)
         key = id(out)
         i = by_id.get(key)
@@ -442,7 +448,7 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
         shape = tuple(out.shape)
         refs.append(_ref(out))
         limit = self.max_elements  # (a value the head holds whole is read, not reduced: nothing to know)
-        h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, None))
+        h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, kwargs))
         dtype = out.dtype
         recs.append((
             shape, dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
