@@ -85,12 +85,15 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
                      "or normalise in float32.")
     if nan and name in ("normalize", "cosine_similarity", "pairwise_distance"):
         x = _label(links, inputs[0] if inputs else None)
-        tiny = out.dtype in ("float16", "bfloat16")
-        eps = "eps (1e-12 for normalize, 1e-8 for cosine_similarity) rounds to 0 in " + out.dtype if tiny else "eps is 0"
+        if out.dtype == "float16":  # (1e-12 and 1e-8 are below float16's smallest number, 6e-8: they round to 0)
+            return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm "
+                         f"is 0); its default eps (1e-12 for normalize, 1e-8 for cosine_similarity) rounds to 0 in float16, "
+                         f"so the division is 0 / 0 = NaN.",
+                         f"Compute it in float32 ({name}({x}.float(), ...).to({x}.dtype)), or pass eps=1e-4: an eps float16 "
+                         f"holds is not enough, since the gradient at a zero vector is about 1 / eps, which must stay below "
+                         f"float16's largest number, 65504 (1e-5 is still too small).")
         return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm is "
-                     f"0); {eps}, so the division is 0 / 0 = NaN.",
-                     f"Pass an eps {out.dtype} can hold (eps=1e-6), or compute it in float32 "
-                     f"({name}({x}.float(), ...).to({x}.dtype))." if tiny else f"Keep eps > 0 (the default) in {name}.")
+                     f"0): with an eps of 0 the division is 0 / 0 = NaN.", f"Keep eps > 0 (the default) in {name}.")
     return None
 
 
