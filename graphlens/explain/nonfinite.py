@@ -175,7 +175,7 @@ def _smoothed(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) ->
     loss = next((t for t in bad_ids if base(g.node(links.maker[t]).forward if links.maker.get(t) else "") in _CLASS_LOSSES
                  and fill in links.ancestors(t)), None)
     if loss is None:
-        return cause
+        return _picked(g, links, bad_ids, fill, cause)
     op = g.node(links.maker[loss])
     hit = _masked_target(g, links, links.maker[loss])
     counts = ("the loss counts a masked class where it is the target, or everywhere with label_smoothing (which gives "
@@ -196,6 +196,32 @@ def _smoothed(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) ->
            "as probabilities: F.cross_entropy(logits, target_probs). Without label_smoothing a -inf mask is fine as long as "
            "no target is a masked class.")
     return Cause(cause.code, why, fix)
+
+
+_PICKS = frozenset({"gather", "take_along_dim", "index_select", "getitem", "index"})
+
+
+def _picked(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) -> Cause:
+    """A mask's -inf that an index picked from the (log-)probabilities (``log_probs.gather(1,
+    actions)`` with an action the mask forbids): that pick named, and a fix about the index."""
+    pick = next((t for t in bad_ids if links.maker.get(t) and base(g.node(links.maker[t]).forward) in _PICKS
+                 and fill in links.ancestors(t) and kind(_at(g.node(t).value)[1]) == "-inf"), None)
+    if pick is None:
+        return cause
+    op = g.node(links.maker[pick])
+    at, _ = _at(g.node(pick).value)
+    pos = index(g.node(pick).shape, at)
+    why = (f"{cause.why.split(':')[0]}: a mask. Then {op.forward}{_where(op.line, op.code)} picked a masked position: "
+           f"{links.label(pick)}{pos} is -inf, the log-probability of an index (an action, a class) that the mask "
+           f"forbids (probability 0), and every value computed from it is not finite.")
+    fix = ("The index and the mask disagree: the index picked at that row is masked. Keep the mask of the moment the "
+           "action was taken (store it with the action), or never mask a chosen index; to find such rows: "
+           f"torch.isinf({links.label(pick) if _named(links.label(pick)) else 'picked'}).")
+    return Cause(cause.code, why, fix)
+
+
+def _named(label: str) -> bool:
+    return label.replace(".", "_").isidentifier() and not (label[:1] == "t" and label[1:].isdigit())
 
 
 def _masked_target(g: Graph, links: Links, op: str) -> tuple | bool | None:
@@ -231,10 +257,35 @@ def _deliberate(g: Graph, links: Links, t: TensorNode) -> bool:
     if op is None:  # (a factory the trace holds as a leaf: torch.full((n, n), -inf))
         _, v = _at(t.value)
         return base(t.made_by) in FILLS and kind(v) != "NaN"
+    if base(g.node(op).forward) == "log":
+        return _log_mask(g, links, t, op)
     if base(g.node(op).forward) not in FILLS:
         return False
     _, v = _at(t.value)
     return kind(v) != "NaN" and not any(bad(g.node(i).value) for i in links.forward_inputs(op))
+
+
+def _log_mask(g: Graph, links: Links, t: TensorNode, op: str) -> bool:
+    """Whether ``t = log(mask)`` is an additive mask (0 where the mask is 1, -inf where it is 0): the
+    mask holds only 0 and 1 (every value, read from the live tensor or the record), and the log is
+    added to scores."""
+    import torch
+
+    _, v = _at(t.value)
+    ins = links.forward_inputs(op)
+    if kind(v) != "-inf" or len(ins) != 1 or not any(base(g.node(c).forward) in ("add", "radd", "sub")
+                                                       for c in links.consumers.get(t.id, ())):
+        return False
+    m = g.node(ins[0]).value
+    live = live_as_recorded(g, ins[0])
+    if live is not None:
+        try:
+            with torch.no_grad(), torch._C.DisableTorchFunction():
+                return bool(((live == 0) | (live == 1)).all())
+        except Exception:  # noqa: BLE001 - a check on live data is a bonus
+            return False
+    # (else the values the record holds: every one, or at least a head of them, all 0 or 1, a log added to scores)
+    return m is not None and m.head is not None and len(m.head) >= min(m.numel, 4) and all(x in (0, 1) for x in m.head)
 
 
 def _masked_softmax(g: Graph, links: Links, tid: str, fill: str) -> bool:
@@ -250,7 +301,24 @@ def _masked_softmax(g: Graph, links: Links, tid: str, fill: str) -> bool:
     # (softmax's results, and attention's weighted sums of finite values, are never infinite)
     if kind(v) == "NaN" or (v is None and name not in ("log_softmax", "_log_softmax")):
         return True
-    return name in ("log_softmax", "_log_softmax") and _live_nan(g, tid)  # (its masked positions are -inf: fine)
+    return name in ("log_softmax", "_log_softmax") and (_live_nan(g, tid) or _selected_nan(g, links, tid))  # (its -inf: fine)
+
+
+_COPIES = frozenset({"gather", "getitem", "index", "index_select", "take_along_dim", "select", "narrow", "squeeze",
+                     "unsqueeze", "view", "reshape", "t", "transpose", "permute", "clone", "contiguous"})
+
+
+def _selected_nan(g: Graph, links: Links, tid: str) -> bool:
+    """Whether ``tid`` held a NaN beyond what its record shows: an op that only copies or selects
+    its elements (gather, indexing, a view) made a NaN of it, and it was its one non-finite input."""
+    for c in links.consumers.get(tid, ()):
+        if base(g.node(c).forward) not in _COPIES:
+            continue
+        if any(i != tid and bad(g.node(i).value) for i in links.forward_inputs(c)):
+            continue
+        if any(kind(_at(g.node(o).value)[1]) == "NaN" for o in links.made.get(c, {}).values() if bad(g.node(o).value)):
+            return True
+    return False
 
 
 def _live_nan(g: Graph, tid: str) -> bool:
@@ -365,9 +433,33 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
     after = _changed_after(g, links, param, w.after)
     relevant = links.upstream(step.op) - {step.op}
     origins = _origins(steps, step.backward, relevant)
+    root = _pass_root(links, steps, step.backward)
+    desc = _origin(g, links, origins[0], relevant | {step.op}) if origins else None
+    source = root if root is not None and root != node.id and bad(g.node(root).value) else (
+        desc["tainted"] if desc is not None and desc["tainted"] is not None else None)
+    if source is not None:
+        # (that backward pass carried a NaN of its own forward pass: every gradient of a non-finite loss is
+        # non-finite; the forward answer of that value says where it began)
+        rn = g.node(source)
+        _, rv = _at(rn.value)
+        e = _forward_answer(g, links, rn, links.label(source), steps)
+        lead = (f"Backward pass {step.backward + 1} started from {links.label(source)}, which was already {kind(rv)}: every "
+                f"gradient it sent was not finite." if source == root else
+                f"Backward pass {step.backward + 1} carried a value of its forward pass that was already {kind(rv)} "
+                f"({links.label(source)}).")
+        sentences.append(lead)
+        if e is not None:
+            sentences += list(e.sentences)
+            codes += [c for c in e.reasons if c not in codes]
+            fix = f"{e.fix} {_GUARD}" if e.fix else _GUARD
+            if after is not None:
+                sentences.append(after[0])
+                fix += " " + after[1]
+            return Explanation(codes, sentences, fix=fix, path=tuple(e.path) + _path(links, grad_t.id, node.id),
+                               op=e.op, line=e.line, lineno=e.lineno, cause=e.cause, facts=e.facts, **common)
+        origins = []
     if origins:
         o = origins[0]
-        desc = _origin(g, links, o, relevant | {step.op})
         sentences.append(f"That {kind(v)} came from {desc['what']}{desc['values']}. {desc['why']}")
         sentences += _turned(g, steps, o, relevant, v, f"{param}.grad", desc["lineno"])
         codes += desc["codes"]
@@ -379,6 +471,13 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
     return Explanation(codes, sentences, fix=fix, path=(grad_t.id, op_id) + _path(links, grad_t.id, node.id),
                        op=g.node(op_id).forward, line=user.code, lineno=user.line, cause=op_id,
                        facts=[(op_id, "op", g.node(op_id).forward)], **common)
+
+
+def _pass_root(links: Links, steps: list, k: int) -> str | None:
+    """The tensor backward pass ``k`` started from (its loss): the output of the node it ran first."""
+    first = next((st.op for st in steps if st.backward == k), None)
+    outs = list(links.made.get(first, {}).values()) if first is not None else []
+    return outs[0] if outs else None
 
 
 # -- without a trace -----------------------------------------------------------------------------

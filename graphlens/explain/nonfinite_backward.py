@@ -73,7 +73,8 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
         x = links.label(inputs[0] if inputs else None)
         xin = inputs[0] if inputs else None
     xv = value_at(g.node(xin).value, at, tuple(tshape)) if xin is not None and positional(fwd) and not through else None
-    codes, why, fix = backward_cause(g, links, fop, step.name, fwd, x, value=xv, dtype=sent.dtype if sent else None,
+    allv = [value_at(g.node(t).value, at, tuple(tshape)) for t in inputs] if positional(fwd) and not through else None
+    codes, why, fix = backward_cause(g, links, fop, step.name, fwd, x, value=xv, dtype=sent.dtype if sent else None, values=allv,
                                      inputs_finite=not any(bad(g.node(t).value) for t in inputs))
     domain = "invalid_domain" in codes
     out_t = next(iter(links.made.get(fop, {}).values()), None)
@@ -133,7 +134,9 @@ def _pick(g: Graph, links: Links, op_id: str, sent: Summary | None, shape: tuple
     already non-finite there (``tainted``: the gradient only carries a forward NaN back)."""
     at, v = _at(sent)
     inputs = links.forward_inputs(op_id)
-    if not positional(g.node(op_id).forward):  # (a matmul's gradient at any position sums over a whole input)
+    out = next(iter(links.made.get(op_id, {}).values()), None)
+    summed = out is not None and tuple(g.node(out).shape) != tuple(shape)  # (to a broadcast operand: a sum over positions)
+    if summed or not positional(g.node(op_id).forward):  # (a matmul's gradient at any position sums over a whole input)
         return at, v, next((t for t in inputs if bad(g.node(t).value)), None)
 
     def spoiled(p: int | None) -> str | None:

@@ -19,7 +19,7 @@ from ..values import format_number
 from .nonfinite_links import ATTENTIONS, CASTS as _CASTS, CONTRACTIONS, DIVS as _DIVS, FILLS, HALF as _HALF, SOFTMAXES, Cause, \
     Links, bad, base, index, kind, limit, named_like, position, positional, value_at
 from .nonfinite_overflow import exp_floor as _exp_floor, overflow_cause as _overflow, saturated as _saturated
-from .nonfinite_rules import arithmetic, exact_cause
+from .nonfinite_rules import arithmetic, exact_cause, underflowed_exp
 
 __all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "live_as_recorded", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
@@ -30,6 +30,7 @@ _POLES = {
     "atanh": (lambda v: abs(v) == 1, "at ±1"), "lgamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
     "digamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
     "polygamma": (lambda v: v <= 0 and float(v).is_integer(), "at 0 and the negative integers"),
+    "logit": (lambda v: v in (0, 1), "at 0 and 1"), "erfinv": (lambda v: abs(v) == 1, "at ±1"),
 }
 
 
@@ -71,6 +72,15 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                              "F.binary_cross_entropy_with_logits takes the logits directly.")
             return Cause("log_of_zero", "The log1p of -1 is -inf (log of 1 + x at x = -1).",
                          f"Keep 1 + {x} away from 0: torch.log1p({x}.clamp(min=-1 + eps)).")
+        if nums and nums[0] == 0 and src == "exp" and inputs:
+            inner = links.forward_inputs(links.maker[inputs[0]])
+            y = links.label(inner[0]) if inner else "x"
+            y = y if _named_like(y) else "x"
+            return Cause("log_of_zero", f"{x} = exp({y}) underflowed to exactly 0 ({y} is below about "
+                         f"{format_number(_exp_floor(out.dtype), 3)}, where exp is 0 in {out.dtype}), and the {name} of 0 "
+                         f"is -inf.", f"Use {y} itself: log(exp({y})) is {y} (write the loss with {y}, e.g. "
+                         f"0.5 * ({y} + (t - mu) ** 2 * torch.exp(-{y})), or F.gaussian_nll_loss); keep {y} in a range "
+                         f"(clamp it) where exp({y}) is needed.", ("underflow",))
         if nums and nums[0] == 0 and src in ("sum", "mean") and inputs:
             inner = links.forward_inputs(links.maker[inputs[0]])
             if inner and links.made_by(inner[0]) == "exp":
@@ -108,21 +118,53 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 fix = (f"Add eps to the denominator: divide by ({src}.{made.split('_')[0]}(dim) + 1e-8) (what LayerNorm and "
                        f"BatchNorm do); or drop the features that never vary.")
                 return Cause("division_by_zero", why, fix)
+            under = underflowed_exp(g, links, den_id)
+            if under is not None:
+                eo = g.node(under)
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there, and {what}: it is a sum or product of "
+                             f"exp values that underflowed to exactly 0 (exp{_line(eo)}; exp(x) is 0 in "
+                             f"{g.node(den_id).dtype} below about {format_number(_exp_floor(g.node(den_id).dtype), 3)}).",
+                             "Compute it in log space (torch.logsumexp instead of a sum of exp, as a log-domain Sinkhorn "
+                             "does), or keep the inputs of exp in range (a larger temperature or regularisation, the "
+                             "costs divided by their maximum).", ("underflow",))
+            lost = _lost_eps(g, links, den_id)
+            if lost is not None:
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there, and {what}: {lost}",
+                             f"Use an eps {g.node(den_id).dtype} can hold (1e-5 or larger in float16), or compute this part in "
+                             f"float32 (.float() before it, and back with .to(dtype) after).")
             of = (f": {made} is 0 for a vector of zeros" if made in ("norm", "linalg_vector_norm", "vector_norm") else "")
-            fix = (f"Keep the denominator away from 0: divide by ({b} + eps) or {b}.clamp(min=eps); where 0 / 0 should "
-                   f"mean 0, divide by torch.where({b} == 0, torch.ones_like({b}), {b}) and mask the result.")
+            if name == "rsqrt":
+                fix = f"Keep the input of rsqrt away from 0: torch.rsqrt({b if den_id and _named_like(b) else 'x'} + eps)."
+            elif name == "reciprocal":
+                fix = f"Keep the input away from 0: 1 / ({b if den_id and _named_like(b) else 'x'} + eps)."
+            elif den_id and _named_like(links.label(den_id)):
+                fix = (f"Keep the denominator away from 0: divide by ({b} + eps) or {b}.clamp(min=eps); where 0 / 0 should "
+                       f"mean 0, divide by torch.where({b} == 0, torch.ones_like({b}), {b}) and mask the result.")
+            else:  # (an unnamed denominator: no placeholder a reader could take for one of their variables)
+                fix = ("Keep the denominator away from 0: add eps to it, or clamp it (.clamp(min=eps)) before dividing; "
+                       "where 0 / 0 should mean 0, divide by 1 where it is 0 (torch.where) and mask the result.")
             return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}.", fix)
     if name in ("sqrt", "acos", "asin", "acosh", "atanh") and nums and not inf:
         lo, hi = {"sqrt": (0, None), "acos": (-1, 1), "asin": (-1, 1), "acosh": (1, None), "atanh": (-1, 1)}[name]
         v = nums[0]
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             span = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-            return Cause("invalid_domain", f"The input {format_number(v, 6)} is outside {name}'s domain ({span}): the result "
+            shown_v = format_number(v, 6)
+            if shown_v in (str(lo), str(hi), format_number(float(lo), 6), format_number(float(hi or 0), 6)):
+                shown_v = f"{v!r} (just past {lo if v < lo else hi}: a rounding error of the values it was computed from)"
+            return Cause("invalid_domain", f"The input {shown_v} is outside {name}'s domain ({span}): the result "
                          f"is NaN.", f"Find out why the input leaves the domain; clamp it first ({name}(x.clamp({lo}"
                          f"{', ' + str(hi) if hi is not None else ''}))) if values just outside it are rounding errors.")
     if name == "pow" and len(nums) >= 1 and nums[0] < 0 and not inf:
         return Cause("invalid_domain", "A negative base to a fractional power is NaN.",
                      "Keep the base >= 0 (clamp it, or use its absolute value) before the power.")
+    if name == "pow" and inf and len(nums) >= 2 and nums[1] < 0 and 0 < abs(nums[0]) < 1:
+        x = links.label(inputs[0]) if inputs else "x"
+        return Cause("overflow", f"A base this close to 0 ({format_number(nums[0], 6)}) raised to a negative power "
+                     f"({format_number(nums[1], 6)}) is larger than {out.dtype} can hold ({_limit(out.dtype)}).",
+                     f"Keep the base away from 0 ({x if _named_like(x) else 'x'}.clamp(min=eps) with a larger eps) and the "
+                     f"exponent from going negative: a learnable exponent can be clamped after each step, or made "
+                     f"positive by construction (p = 1 + F.softplus(q)).")
     if name == "pow" and nums and nums[0] == 0 and inf:
         return Cause("division_by_zero", "0 to a negative power is an infinity (a division by 0).",
                      "Keep the base away from 0: (x + eps) ** p or x.clamp(min=eps) ** p.")
@@ -257,6 +299,25 @@ def _masked_rows(g: Graph, tid: str, dim: int) -> list[str] | None:
         idx.insert(dim % t.dim(), ":")
         names.append("[" + ", ".join(map(str, idx)) + "]")
     return names or None
+
+
+def _lost_eps(g: Graph, links: Links, den_id: str | None) -> str | None:
+    """Words saying that the denominator ``den_id``, 0 there, was made by adding a number (an eps)
+    to a tensor in float16 or bfloat16, where so small a number rounds away (None otherwise)."""
+    if den_id is None or links.made_by(den_id) not in ("add", "radd") or g.node(den_id).dtype not in _HALF:
+        return None
+    op = links.maker[den_id]
+    if len(links.forward_inputs(op)) != 1:  # (x + eps: one tensor and a number)
+        return None
+    dtype = g.node(den_id).dtype
+    tiny = float(torch.finfo(getattr(torch, dtype)).smallest_normal * torch.finfo(getattr(torch, dtype)).eps)
+    o = g.node(op)
+    return (f"it was made by adding a number (an eps) to a tensor that is 0 there{_line(o)}, and in {dtype} a number "
+            f"below about {format_number(tiny, 2)} rounds to 0, so the eps is lost (1e-12 or 1e-8 are too small).")
+
+
+def _line(o: OpNode) -> str:
+    return f" at line {o.line} ({o.code})" if o.line and o.code else ""
 
 
 def _division(g: Graph, op_id: str, name: str, inputs: list[str], vals: list) -> tuple[Any, Any, str | None]:

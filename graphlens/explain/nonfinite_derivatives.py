@@ -9,6 +9,7 @@ node whose derivative is finite everywhere, whose gradient overflowed (float16 u
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -53,6 +54,11 @@ _DERIVATIVES: dict[str, tuple[str, str]] = {
     "NormBackward1": ("the derivative of the norm, x / ||x||, is 0/0 for a zero vector",
                       "add eps inside the root: torch.sqrt(({x} ** 2).sum(dim) + eps)"),
     "CdistBackward0": ("the derivative of cdist is 0/0 where two points coincide", "add eps to the squared distance before the root"),
+    "LogitBackward0": ("the derivative of logit, 1 / (x·(1 − x)), is infinite at x = 0 and x = 1",
+                       "keep the input strictly inside (0, 1): torch.logit({x}, eps=1e-6) clamps it; if {x} is a "
+                       "sigmoid's output, use the sigmoid's input (the logits) directly instead of logit(sigmoid(z))"),
+    "ErfinvBackward0": ("the derivative of erfinv, (√π / 2)·exp(erfinv(x)²), is infinite at x = ±1",
+                        "keep the input strictly inside (-1, 1): torch.erfinv({x}.clamp(-1 + eps, 1 - eps))"),
     "LinalgEighBackward0": ("the derivative of the eigenvectors has 1 / (λi − λj) in it: infinite where two eigenvalues "
                             "are equal (repeated, degenerate eigenvalues: the eigenvectors are not unique there), and 0 × inf "
                             "or inf − inf gives NaN",
@@ -77,6 +83,7 @@ _SINGULAR: dict[str, tuple[Any, Any]] = {  # node -> (singular points, domain te
     "Log10Backward0": ((0.0,), lambda v: v < 0), "Log1PBackward0": ((-1.0,), lambda v: v < -1),
     "ReciprocalBackward0": ((0.0,), lambda v: False), "AcosBackward0": ((-1.0, 1.0), lambda v: abs(v) > 1),
     "AsinBackward0": ((-1.0, 1.0), lambda v: abs(v) > 1), "AtanhBackward0": ((-1.0, 1.0), lambda v: abs(v) > 1),
+    "LogitBackward0": ((0.0, 1.0), lambda v: v < 0 or v > 1), "ErfinvBackward0": ((-1.0, 1.0), lambda v: abs(v) > 1),
 }
 
 
@@ -91,7 +98,7 @@ def _derivative_size(node_name: str, v: float, p: Any = None) -> float | None:
             "Log10Backward0": lambda: 1 / abs(v * math.log(10)), "Log1PBackward0": lambda: 1 / abs(1 + v),
             "ReciprocalBackward0": lambda: 1 / (v * v), "AcosBackward0": lambda: 1 / math.sqrt(1 - v * v),
             "AsinBackward0": lambda: 1 / math.sqrt(1 - v * v), "AtanhBackward0": lambda: 1 / abs(1 - v * v),
-            "PowBackward0": lambda: abs(p) * abs(v) ** (p - 1),
+            "PowBackward0": lambda: abs(p) * abs(v) ** (p - 1), "LogitBackward0": lambda: 1 / abs(v * (1 - v)),
         }[node_name]()
     except (KeyError, ValueError, ZeroDivisionError, OverflowError, TypeError):
         return None
@@ -118,7 +125,7 @@ def _repeated(g: Graph, links: Links, op_id: str) -> str:
 
 
 def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str, x: str, *, value: Any = None,
-                   dtype: str | None = None, inputs_finite: bool = False) -> tuple[list[str], str, str]:
+                   dtype: str | None = None, inputs_finite: bool = False, values: list | None = None) -> tuple[list[str], str, str]:
     """Why backward node ``node_name`` (the backward of ``fwd``, whose input is called ``x``)
     sent a non-finite gradient from a finite one: extra reason codes, one sentence, the fix.
     ``value``: the input at that position, where it was read (the text then says what the
@@ -127,6 +134,18 @@ def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str,
     why, fix = _DERIVATIVES.get(node_name, (f"the derivative of {fwd} is not finite at that input",
                                             f"keep the input of {fwd} away from the values where its derivative is not finite"))
     codes = ["infinite_derivative"]
+    if node_name == "Atan2Backward0" and values and len(values) >= 2 and all(type(v) in (int, float) for v in values[:2]):
+        yv, xv = values[0], values[1]
+        if yv != 0 or xv != 0:  # (not the origin: the derivative y / (x² + y²) overflowed)
+            r2 = xv * xv + yv * yv
+            big = 1 / r2 if r2 else math.inf
+            dt = dtype or "float32"
+            return (["overflow"], f"The point there, ({format_number(yv, 6)}, {format_number(xv, 6)}), is not the origin, "
+                    f"but it is so close to it that atan2's backward, which computes 1 / (x² + y²) = "
+                    f"{format_number(big, 3)}, overflows {dt} ({_limit(dt)}), even where the gradient itself would fit.",
+                    "Compute atan2 in float32 (torch.atan2(y.float(), x.float())), or keep the vector away from the origin "
+                    "(normalise it, or add a small eps to its length)." if dt in ("float16", "bfloat16") else
+                    "Keep the vector away from the origin (normalise it, or add a small eps to its length).")
     if node_name in _SPECTRAL:
         why += _repeated(g, links, op_id)
     if node_name in FINITE_DERIVATIVES and inputs_finite:

@@ -16,7 +16,7 @@ import torch
 from ..graph import Graph, TensorNode
 from .nonfinite_links import Cause, Links, base
 
-__all__ = ["exact_cause", "arithmetic", "saturation_edge", "exp_fix"]
+__all__ = ["exact_cause", "arithmetic", "saturation_edge", "exp_fix", "underflowed_exp"]
 
 #: Ops whose non-finite result from finite inputs can only be an overflow: sums, products, powers,
 #: exponentials, casts and the layers made of them.  Any other op (a log inside, an inverse, a
@@ -56,6 +56,12 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
     """Why op ``op_id`` (plain name ``name``) made an exact NaN or infinity from finite inputs
     ``inputs``, or None when no rule here knows the op."""
     nan = bad_value != bad_value
+    if name == "gumbel_softmax":
+        return Cause("division_by_zero", "gumbel_softmax computes softmax((logits + gumbel noise) / tau): with tau = 0 (or "
+                     "a tau so small that the scores leave the dtype's range) they are ±inf, and softmax of them is "
+                     "inf − inf = NaN.",
+                     "Keep the temperature above a floor: tau = max(tau, 0.1) in an annealing schedule (for a one-hot "
+                     "sample use hard=True with a positive tau).")
     if name == "ctc_loss" and not nan:
         return _ctc(g, links, inputs)
     if name in ("logdet", "slogdet", "linalg_slogdet", "det", "linalg_det", "logabsdet"):
@@ -154,22 +160,66 @@ def saturation_edge(dtype: str, high: bool = True) -> float | None:
         return None
 
 
+_THROUGH = frozenset({"mul", "masked_fill", "where", "view", "reshape", "t", "transpose", "permute", "clone", "contiguous",
+                      "getitem", "index", "select", "narrow", "squeeze", "unsqueeze", "flatten", "triu", "tril", "fill_diagonal"})
+_DIVIDES = frozenset({"div", "truediv", "rdiv", "true_divide", "rtruediv", "divide"})
+_MIXERS = frozenset({"sum", "mean", "matmul", "mm", "mv", "bmm", "einsum", "logsumexp", "cumsum"})
+
+
+def _downstream(g: Graph, links: Links, tid: str, hops: int) -> list[tuple[str, str]]:
+    """``(op, plain name)`` of the ops that use ``tid``, followed through elementwise masks,
+    scalings and views for up to ``hops`` ops."""
+    out, frontier = [], [tid]
+    for _ in range(hops):
+        nxt = []
+        for t in frontier:
+            for c in links.consumers.get(t, ()):
+                name = base(g.node(c).forward)
+                out.append((c, name))
+                if name in _THROUGH:
+                    nxt += list(links.made.get(c, {}).values())
+        frontier = nxt
+    return out
+
+
 def exp_fix(g: Graph, links: Links, op_id: str) -> tuple[str, str] | None:
-    """What an overflowing ``exp`` was for, read from the ops after it, and the op that computes
-    that without the overflow: ``(what, fix)``, or None (a plain exp)."""
-    outs = list(links.made.get(op_id, {}).values())
-    for t in outs:
-        for c in links.consumers.get(t, ()):
-            cname = base(g.node(c).forward)
-            after = [base(g.node(k).forward) for u in links.made.get(c, {}).values() for k in links.consumers.get(u, ())]
-            if cname in ("log1p",) or (cname in ("add", "radd") and any(a in ("log",) for a in after)):
+    """What an overflowing ``exp`` was for, read from the ops after it (through masks and views),
+    and the op that computes that without the overflow: ``(what, fix)``, or None (a plain exp)."""
+    for t in links.made.get(op_id, {}).values():
+        for c, cname in _downstream(g, links, t, 3):
+            outs = list(links.made.get(c, {}).values())
+            later = [n for u in outs for _, n in _downstream(g, links, u, 2)]
+            if cname in ("log1p",) or (cname in ("add", "radd") and "log" in later[:2]):
                 return ("log(1 + exp(x)), the softplus", "use F.softplus(x): it computes log(1 + exp(x)) without "
                         "overflowing (it returns x itself for large x)")
-            if cname in ("sum", "logsumexp") and "log" in after:
-                return ("log(sum(exp(x)))", "use torch.logsumexp(x, dim): it subtracts the maximum before exp")
-            divs = ("div", "truediv", "rdiv", "true_divide")
-            if (cname == "sum" and any(a in divs for a in after)) or (
-                    cname in divs and any(links.made_by(i) == "sum" for i in links.forward_inputs(c) if i != t)):
+            if cname in ("sum", "logsumexp") and "log" in later:
+                return ("log(sum(exp(x))): a log-softmax or a cross-entropy written by hand",
+                        "work in log space: torch.logsumexp(x, dim) (it subtracts the maximum before exp), or "
+                        "F.log_softmax / F.cross_entropy on the scores themselves")
+            if (cname == "sum" and any(n in _DIVIDES for n in later)) or (
+                    cname in _DIVIDES and any(links.made_by(i) == "sum" for i in links.forward_inputs(c) if i != t)):
                 return ("a softmax written by hand", "subtract the maximum before exp (x - x.max(dim, keepdim=True)"
                         ".values), or use torch.softmax(x, dim), which does it")
+    return None
+
+
+def underflowed_exp(g: Graph, links: Links, tid: str | None, hops: int = 3) -> str | None:
+    """The ``exp`` op whose values underflowed to exactly 0 and that ``tid`` (a 0 there) was
+    computed from by sums, products and views, when the records show such zeros; else None."""
+    frontier = [tid] if tid else []
+    for _ in range(hops):
+        nxt = []
+        for t in frontier:
+            op = links.maker.get(t)
+            if op is None:
+                continue
+            name = base(g.node(op).forward)
+            if name == "exp":
+                v = g.node(t).value
+                if v is not None and v.head is not None and 0.0 in v.head:
+                    return op
+                continue
+            if name in _MIXERS or name in _THROUGH or name == "neg":
+                nxt += links.forward_inputs(op)
+        frontier = nxt
     return None
