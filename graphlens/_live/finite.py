@@ -11,7 +11,7 @@ from .capture import _DTYPE, _HEAD, _VERSION
 from .facts import known_finite, version_of
 from .guard import _dispatch_depth
 
-__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "FINITE_DERIVATIVES", "may_send_nonfinite", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
+__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "FINITE_DERIVATIVES", "BOUNDED_DERIVATIVES", "may_send_nonfinite", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
 
 _T = torch.Tensor
 _stack_len = torch._C._len_torch_function_stack
@@ -63,13 +63,27 @@ FINITE_DERIVATIVES: frozenset = frozenset({
     "PermuteBackward0", "TransposeBackward0", "SelectBackward0", "SliceBackward0", "IndexBackward0",
 })
 
+#: Backward nodes of activations, losses and layers whose derivative is bounded wherever their
+#: inputs are finite (like :data:`FINITE_DERIVATIVES`: from finite gradients and inputs they send
+#: a non-finite one only by overflow), but that users call in their own functions: a trace keeps
+#: their inner line (cheaply, without reading the frame's names).
+BOUNDED_DERIVATIVES: frozenset = frozenset({
+    "SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0", "RepeatBackward0", "IndexSelectBackward0",
+    "GatherBackward0", "WhereBackward0", "MaskedFillBackward0", "ClampBackward1", "ClampMinBackward0", "AbsBackward0",
+    "TanhBackward0", "SigmoidBackward0", "SiluBackward0", "GeluBackward0", "EluBackward0", "LeakyReluBackward0",
+    "SoftmaxBackward0", "SafeSoftmaxBackward0", "LogSoftmaxBackward0", "MaxPool2DWithIndicesBackward0",
+    "AvgPool2DBackward0", "AdaptiveAvgPool2DBackward0", "MseLossBackward0", "NllLossBackward0", "L1LossBackward0",
+    "SmoothL1LossBackward0", "MkldnnRnnLayerBackward0", "ScaledDotProductFlashAttentionForCpuBackward0",
+})
+
 
 def may_send_nonfinite(node: str) -> bool:
     """Whether backward node ``node`` (its class name) can send a NaN or an infinity from finite
     gradients and finite inputs other than by overflow: its derivative is infinite or undefined
     somewhere (``SqrtBackward0`` at 0, ``DivBackward0`` at a zero denominator, a layer norm of
     a constant row), or graphlens does not know that it is finite everywhere."""
-    return node not in FINITE_DERIVATIVES and node not in SENDS_FINITE and node != "AccumulateGrad"
+    return (node not in FINITE_DERIVATIVES and node not in BOUNDED_DERIVATIVES and node not in SENDS_FINITE
+            and node != "AccumulateGrad")
 
 
 _PLAIN_SCALARS = (int, bool, str, type(None), slice, type(Ellipsis), torch.memory_format, torch.device, torch.layout)

@@ -9,7 +9,7 @@ import torch
 
 from ..names import CALLER_NAME, _TORCH_DIR, frame_candidates, frame_values, is_internal, is_library, source_line, \
     store_targets, user_frame
-from .finite import may_send_nonfinite
+from .finite import BOUNDED_DERIVATIVES, may_send_nonfinite
 
 __all__ = ["FrameNotes"]
 
@@ -75,7 +75,10 @@ class FrameNotes:
         gradient found later is then said at the line that made the op, not at the block's
         line that called the function.  One lookup per call otherwise (a library's or torch's
         own calls, the block's own lines, ops with a finite derivative)."""
-        if caller is None or caller is self.frame or j in self.where or not may_send_nonfinite(node):
+        if caller is None or caller is self.frame or j in self.where:
+            return
+        risky = may_send_nonfinite(node)
+        if not risky and node not in BOUNDED_DERIVATIVES:
             return
         code = caller.f_code
         user = _USER_CODE.get(code)
@@ -84,8 +87,18 @@ class FrameNotes:
             if len(_USER_CODE) >= 4096:
                 _USER_CODE.clear()
             _USER_CODE[code] = user
-        if user:
+        if user and risky:
             self.note_where(j, ins, caller)
+        elif user:  # (a loss or an activation: its line only, read when the graph is built)
+            self.where[j] = (caller.f_lineno, None, code.co_filename)
+
+    def where_lines(self) -> dict[int, tuple[int, str | None]]:
+        """``{op: (line number, source text)}`` of the ops noted at a line of their own (see
+        :meth:`note_where` and :meth:`note_inner`), their text read now where it was left for later."""
+        out = {}
+        for j, w in self.where.items():
+            out[j] = w if len(w) == 2 else (w[0], source_line(w[2], w[0]))
+        return out
 
     def lines(self, offsets: dict[int, int]) -> dict[int, tuple[int, str | None]]:
         """``{key: (line number, source text)}`` for ``{key: instruction offset}`` of the block frame's code."""

@@ -175,7 +175,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     finally:
         book.close()
     lines = rec.lines({j: o[_LASTI] for j, o in enumerate(ops_)})
-    lines.update(rec.where)
+    lines.update(rec.where_lines())
     ops = [
         OpNode(
             f"op{j}", o[_NAME], o[_FORWARD], saved.get(j, ()),

@@ -16,10 +16,15 @@ import torch
 
 from ..graph import Graph
 from ..values import format_number
-from .._live.finite import FINITE_DERIVATIVES
+from .._live.finite import BOUNDED_DERIVATIVES, FINITE_DERIVATIVES as _LINEAR
 from .nonfinite_causes import Links, base, exponent as _exponent, limit as _limit, named_like as _named_like, squared as _squared
 
 __all__ = ["FINITE_DERIVATIVES", "backward_cause"]
+
+#: Backward nodes whose derivative is finite wherever their inputs are (sums, products, views,
+#: bounded activations and losses): from finite gradients and inputs they send a non-finite
+#: gradient only when a sum or a product overflows.
+FINITE_DERIVATIVES = _LINEAR | BOUNDED_DERIVATIVES
 
 
 # -- backward: nodes whose derivative is infinite (or 0/0) somewhere -------------------------------
