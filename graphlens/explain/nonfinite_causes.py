@@ -131,7 +131,7 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
             if lost is not None:
                 return Cause("division_by_zero", f"The denominator{shown} is 0 there, and {what}: {lost}",
                              f"Use an eps {g.node(den_id).dtype} can hold (1e-5 or larger in float16), or compute this part in "
-                             f"float32 (.float() before it, and back with .to(dtype) after).")
+                             f"float32 (.float() before it, and back with .to(dtype) after).", ("eps_too_small",))
             of = (f": {made} is 0 for a vector of zeros" if made in ("norm", "linalg_vector_norm", "vector_norm") else "")
             if name == "rsqrt":
                 fix = f"Keep the input of rsqrt away from 0: torch.rsqrt({b if den_id and _named_like(b) else 'x'} + eps)."
@@ -152,9 +152,12 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
             shown_v = format_number(v, 6)
             if shown_v in (str(lo), str(hi), format_number(float(lo), 6), format_number(float(hi or 0), 6)):
                 shown_v = f"{v!r} (just past {lo if v < lo else hi}: a rounding error of the values it was computed from)"
+            # (clamped to the edge itself, the derivative is still infinite there: sqrt at 0, acosh at 1, acos at ±1)
+            inside = {"sqrt": "x.clamp(min=eps)", "acosh": "x.clamp(min=1 + eps)"}.get(name, "x.clamp(-1 + eps, 1 - eps)")
             return Cause("invalid_domain", f"The input {shown_v} is outside {name}'s domain ({span}): the result "
-                         f"is NaN.", f"Find out why the input leaves the domain; clamp it first ({name}(x.clamp({lo}"
-                         f"{', ' + str(hi) if hi is not None else ''}))) if values just outside it are rounding errors.")
+                         f"is NaN.", f"Find out why the input leaves the domain; if values just outside it are rounding "
+                         f"errors, clamp it strictly inside first ({name}({inside})): clamped to the edge itself, the "
+                         f"derivative of {name} is still infinite there.")
     if name == "pow" and len(nums) >= 1 and nums[0] < 0 and not inf:
         return Cause("invalid_domain", "A negative base to a fractional power is NaN.",
                      "Keep the base >= 0 (clamp it, or use its absolute value) before the power.")
@@ -311,8 +314,7 @@ def _lost_eps(g: Graph, links: Links, den_id: str | None) -> str | None:
         return None
     dtype = g.node(den_id).dtype
     tiny = float(torch.finfo(getattr(torch, dtype)).smallest_normal * torch.finfo(getattr(torch, dtype)).eps)
-    o = g.node(op)
-    return (f"it was made by adding a number (an eps) to a tensor that is 0 there{_line(o)}, and in {dtype} a number "
+    return (f"it was made by adding a number (an eps) to a tensor that is 0 there, and in {dtype} a number "
             f"below about {format_number(tiny, 2)} rounds to 0, so the eps is lost (1e-12 or 1e-8 are too small).")
 
 

@@ -166,9 +166,9 @@ _DIVIDES = frozenset({"div", "truediv", "rdiv", "true_divide", "rtruediv", "divi
 _MIXERS = frozenset({"sum", "mean", "matmul", "mm", "mv", "bmm", "einsum", "logsumexp", "cumsum"})
 
 
-def _downstream(g: Graph, links: Links, tid: str, hops: int) -> list[tuple[str, str]]:
+def _downstream(g: Graph, links: Links, tid: str, hops: int, through: frozenset = _THROUGH) -> list[tuple[str, str]]:
     """``(op, plain name)`` of the ops that use ``tid``, followed through elementwise masks,
-    scalings and views for up to ``hops`` ops."""
+    scalings and views (``through``) for up to ``hops`` ops."""
     out, frontier = [], [tid]
     for _ in range(hops):
         nxt = []
@@ -176,7 +176,7 @@ def _downstream(g: Graph, links: Links, tid: str, hops: int) -> list[tuple[str, 
             for c in links.consumers.get(t, ()):
                 name = base(g.node(c).forward)
                 out.append((c, name))
-                if name in _THROUGH:
+                if name in through:
                     nxt += list(links.made.get(c, {}).values())
         frontier = nxt
     return out
@@ -188,7 +188,7 @@ def exp_fix(g: Graph, links: Links, op_id: str) -> tuple[str, str] | None:
     for t in links.made.get(op_id, {}).values():
         for c, cname in _downstream(g, links, t, 3):
             outs = list(links.made.get(c, {}).values())
-            later = [n for u in outs for _, n in _downstream(g, links, u, 2)]
+            later = [n for u in outs for _, n in _downstream(g, links, u, 3, through=_THROUGH | _DIVIDES)]
             if cname in ("log1p",) or (cname in ("add", "radd") and "log" in later[:2]):
                 return ("log(1 + exp(x)), the softplus", "use F.softplus(x): it computes log(1 + exp(x)) without "
                         "overflowing (it returns x itself for large x)")
