@@ -359,7 +359,9 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
               f"what made it non-finite ran before the trace (an earlier optimizer step, or values loaded into it), so "
               f"graphlens cannot name it.")
         fix = (f"Trace the training steps from the first one (the forward, the backward and optimizer.step() of each) "
-               f"and ask again: graphlens then names the step and the gradient that made {fname} non-finite. {_GUARD}")
+               f"and ask again: graphlens then names the step and the gradient that made {fname} non-finite; if the values "
+               f"were loaded (load_state_dict, a checkpoint), check what was loaded "
+               f"(all(torch.isfinite(v).all() for v in state_dict.values())) and go back to an earlier checkpoint. {_GUARD}")
         code = "nonfinite_parameter"
     elif fname.rsplit(".", 1)[-1] in ("running_mean", "running_var"):
         module = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", fname.rsplit(".", 1)[0])  # (net.1 -> net[1], as code writes it)
