@@ -121,7 +121,39 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
             later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
         elif isinstance(value, dict) and 0 < len(value) <= _MAX_CONTAINER:
             later.extend((f"{name}[{k!r}]", t) for k, t in value.items() if isinstance(t, torch.Tensor))
+        elif isinstance(value, _Optimizer):
+            try:
+                OPTIMIZERS.setdefault(value, name)  # (its state is named as the block ends: see state_names)
+            except TypeError:  # (an optimizer class that cannot be weakly referenced or hashed: not named)
+                pass
     yield from later
+
+
+_Optimizer = torch.optim.Optimizer
+#: The optimizers seen in a scanned frame, by the variable that held them (weakly: an optimizer
+#: is not kept alive by having been seen).
+OPTIMIZERS: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+def state_names(param_name: Any) -> dict[int, tuple[Any, str]]:
+    """``{id(s): (weakref to s, "opt.state[w]['exp_avg_sq']")}`` for the tensors in the state of
+    each optimizer seen in a scanned frame; ``param_name(p)`` names its parameter ``p`` (``None``:
+    the parameter's position, ``param_groups[0]['params'][3]``)."""
+    out: dict[int, tuple[Any, str]] = {}
+    for opt, oname in list(OPTIMIZERS.items()):
+        try:
+            for gi, group in enumerate(opt.param_groups):
+                for k, p in enumerate(group["params"]):
+                    st = opt.state.get(p)
+                    if not st:
+                        continue
+                    pname = param_name(p) or f"{oname}.param_groups[{gi}]['params'][{k}]"
+                    for key, v in st.items():
+                        if isinstance(v, torch.Tensor) and v.dim() > 0:
+                            out.setdefault(id(v), (weakref.ref(v), f"{oname}.state[{pname}][{key!r}]"))
+        except Exception:  # noqa: BLE001 - a broken optimizer must not break naming
+            continue
+    return out
 
 
 _Module = torch.nn.Module

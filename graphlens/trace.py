@@ -54,17 +54,28 @@ _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
 # the graph (.item()): called and returned at once, with no line of graphlens after it,
 # so an interrupt cannot land between, e.g., torch switching grad mode off inside
 # ``no_grad().__enter__`` and the block that switches it back on.
-_BACKWARD, _AS_USER, _PASS = 2, 3, 4
+_BACKWARD, _AS_USER, _PASS, _INPLACE, _HOOK = 2, 3, 4, 5, 6
+#: In-place calls whose target a trace may not have seen yet: the target is recorded before the
+#: call, so that the op is recorded as what changed it (and the value it changed is known).
+_AUGMENTED = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+              "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
+_NOT_INPLACE = {"requires_grad_", "retain_grad", "share_memory_", "rename_", "detach_", "set_", "pin_memory_",
+                "record_stream_", "resize_", "resize_as_"}
 _KINDS: dict[Any, int] = {torch._C._set_grad_enabled: _PASS}
 # torch's own calls that never hand back a tensor (not learned from a first call: Tensor.type
 # hands back a str without arguments and a tensor with a dtype).
 for _f in (
     _Tensor.dim, _Tensor.size, _Tensor.numel, _Tensor.stride, _Tensor.element_size, _Tensor.is_contiguous,
     _Tensor.is_floating_point, _Tensor.is_complex, _Tensor.data_ptr, _Tensor.storage_offset, _Tensor.nelement,
-    _Tensor.ndimension, _Tensor.get_device, _Tensor.__len__, _Tensor.retain_grad, _Tensor.register_hook,
+    _Tensor.ndimension, _Tensor.get_device, _Tensor.__len__, _Tensor.retain_grad,
 ):
     _KINDS[_f] = _PASS
 del _f
+_KINDS[_Tensor.register_hook] = _HOOK  # (where a gradient hook was registered: a NaN it makes is named there)
+
+
+def _inplace_name(name: str) -> bool:
+    return name in _AUGMENTED or name == "__setitem__" or (name.endswith("_") and not name.startswith("__") and name not in _NOT_INPLACE)
 
 
 def _kind(func: Any) -> int:
@@ -77,6 +88,8 @@ def _kind(func: Any) -> int:
     elif getattr(func, "__name__", "") in _PASS_THROUGH:
         # e.g. reading .grad of a non-leaf: its warning must point at the user's line
         kind = _AS_USER
+    elif _inplace_name(getattr(func, "__name__", "")):
+        kind = _INPLACE
     else:
         kind = PLAIN
     if len(_KINDS) < 8192 and not (type(func) is FunctionType and not func.__module__.startswith("torch")):
@@ -132,6 +145,12 @@ class _Mode(TorchFunctionMode):
             kind = _kind(func) if getattr(func, "__hash__", None) is not None else PLAIN
         if kind == _PASS:
             return func(*args, **kwargs)
+        if kind == _INPLACE:
+            kind = PLAIN
+            if args:
+                _before_inplace(live, types, args[0])
+        elif kwargs and "out" in kwargs:
+            _before_inplace(live, types, kwargs["out"])
         # Called from the caller's line (in its globals), so that a warning torch raises
         # names that line, as without graphlens, not this one.
         caller = _getframe(1)
@@ -140,6 +159,22 @@ class _Mode(TorchFunctionMode):
         if kind > DETACH:
             if kind == _BACKWARD:
                 return _run_backward(live, caller, func, args, kwargs)
+            if kind == _HOOK:
+                handle = call_from(caller, func, args, kwargs)
+                try:
+                    if isinstance(args[0], torch.Tensor):
+                        for t in live:
+                            t._rec.note_hook(args[0], caller)
+                except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+                    for t in live:
+                        t._fail(exc)
+                except BaseException as exc:
+                    for t in live:
+                        t._fail(exc)
+                    raise
+                finally:
+                    del caller
+                return handle
             return call_from(caller, func, args, kwargs)
         out = call_from(caller, func, args, kwargs)
         # Record it: unseen by the user's modes and subclasses (torch's guard is needed only
@@ -164,6 +199,32 @@ class _Mode(TorchFunctionMode):
         finally:
             del caller
         return out
+
+
+def _before_inplace(live: tuple, types: Any, target: Any) -> None:
+    """Record the target of an in-place call (a tensor, or the list a ``_foreach_*_`` op changes)
+    before the call, where a trace has not seen it yet: the value it held, then the op that changed it."""
+    if type(target) in (list, tuple):
+        targets = [t for t in target if isinstance(t, torch.Tensor)]
+    elif isinstance(target, torch.Tensor):
+        targets = [target]
+    else:
+        return
+    try:
+        if types or _stack_len() or _dispatch_depth():
+            with quiet():
+                for t in live:
+                    t._rec.before_inplace(targets)
+        else:
+            for t in live:
+                t._rec.before_inplace(targets)
+    except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
+        for t in live:
+            t._fail(exc)
+    except BaseException as exc:
+        for t in live:
+            t._fail(exc)
+        raise
 
 
 def _live_here(mode: _Mode, traces: tuple) -> tuple:

@@ -397,7 +397,7 @@ MACHINERY = frozenset(
     for name in (
         "trace.py", "_live/recorder.py", "_live/frames.py", "_live/backward.py", "_live/capture.py", "_live/facts.py", "_live/storages.py",
         "_live/freeze.py", "_util.py", "_live/guard.py", "names.py", "_live/attribution.py", "_live/safety.py", "snapshot.py", "_live/modestack.py",
-        "_live/finite.py", "_live/regions.py",
+        "_live/finite.py", "_live/regions.py", "_live/writes.py",
     )
 )
 
@@ -410,11 +410,16 @@ def _interrupted_program(keep: list) -> None:
     torch.manual_seed(0)
     w = torch.tensor([1.0, 2.0], requires_grad=True)
     lin = torch.nn.Linear(2, 2)
+    buf = torch.ones(2)  # (written in place as its first use in the block)
+    opt = torch.optim.SGD([w], lr=0.0, momentum=0.9)  # (its state is named as the block ends)
     keep[:] = [w, lin]
     with gl.trace(module=lin) as tr:
         keep.append(weakref.ref(tr._rec))
-        x = torch.tensor([3.0, 4.0])
+        buf.mul_(2.0)
+        buf[0] = 1.0
+        x = torch.tensor([3.0, 4.0]) * buf
         h = lin(w * x)
+        h.register_hook(lambda g: g)
         with torch.no_grad():
             d = h.detach() * 2
         h.retain_grad()
@@ -424,6 +429,7 @@ def _interrupted_program(keep: list) -> None:
         keep.append(loss)
         loss.backward(retain_graph=True)
         torch.autograd.grad(loss, [w])
+        opt.step()
         w.data -= 0.0 * w.grad
     tr.graph()
     tr.replay()

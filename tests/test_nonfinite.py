@@ -810,3 +810,113 @@ def test_poles_a_factory_mask_and_adam_without_eps_are_named_for_what_they_are()
         opt.step()
     e = gl.explain(w, tr)
     assert "division_by_zero" in e.reasons and "eps" in e.fix, str(e)
+
+
+# -- a third held-out probe (30 programs from public threads, 2026-12-05) --------------------------
+def test_a_nonfinite_value_the_program_dropped_is_not_the_source_of_a_later_one():
+    """A log(0) that where() discarded is not blamed for a NaN made later from other values (T5's bucket log)."""
+    x = torch.tensor([0.0, 2.0])
+    h = torch.tensor([3e38, -3e38], requires_grad=True)
+    with gl.trace() as tr:
+        bucket = torch.where(x > 0, torch.log(x), torch.zeros(2))  # finite: the -inf was not chosen
+        big = h * 10.0  # overflows float32: +inf and -inf
+        loss = (big.sum() + bucket.sum())
+    e = gl.explain(loss, tr)
+    assert e.op == "mul" and "overflow" in e.reasons and "log_of_zero" not in e.reasons, str(e)
+    assert "learning rate" not in e.fix  # (no step was traced: nothing says a learning rate made the values)
+
+
+def test_a_norm_whose_input_is_huge_overflowed_its_squares():
+    """layer_norm of values near 1e23 is NaN because the variance overflowed, not because a row was constant."""
+    x = torch.full((2, 64), 1e23)
+    x[:, 0] = -1e23
+    x.requires_grad_()
+    with gl.trace() as tr:
+        y = torch.nn.functional.layer_norm(x, (64,))
+        loss = y.sum()
+    e = gl.explain(loss, tr)
+    assert e.op == "layer_norm" and "overflow" in e.reasons and "zero_variance" not in e.reasons, str(e)
+    assert "eps = 0" not in str(e)
+
+
+def test_a_recurrent_kernel_that_overflows_is_an_exploding_state():
+    """An RNN with relu whose hidden state grows each step overflows: the answer says so and suggests tanh or gates."""
+    torch.manual_seed(0)
+    rnn = torch.nn.RNN(2, 4, nonlinearity="relu", batch_first=True)
+    with torch.no_grad():
+        rnn.weight_hh_l0.copy_(torch.eye(4) * 3.0)
+        rnn.bias_hh_l0.fill_(1.0)
+    with gl.trace() as tr:
+        out, _ = rnn(torch.ones(1, 100, 2))
+        loss = out.sum()
+    e = gl.explain(loss, tr)
+    assert "overflow" in e.reasons and "hidden state" in str(e) and "tanh" in e.fix, str(e)
+
+
+def test_library_losses_and_special_functions_name_their_own_cause():
+    """poisson_nll_loss of a negative rate, xlogy at 0, log(ndtr) underflow, kl_div of a log-target with -inf."""
+    rate = torch.tensor([0.5, -0.2], requires_grad=True)
+    with gl.trace() as tr:
+        loss = torch.nn.functional.poisson_nll_loss(rate, torch.tensor([1.0, 2.0]), log_input=False)
+    e = gl.explain(loss, tr)
+    assert "invalid_domain" in e.reasons and "log_input=True" in e.fix, str(e)
+    a = torch.tensor([2.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        lp = torch.distributions.Beta(a, a).log_prob(torch.tensor([0.5, 1.0])).sum()
+    e = gl.explain(lp, tr)
+    assert e.op == "xlogy" and "log_of_zero" in e.reasons and "clamp" in e.fix, str(e)
+    z = torch.tensor([0.0, -40.0], requires_grad=True)
+    with gl.trace() as tr:
+        ll = torch.log(torch.special.ndtr(z)).sum()
+    e = gl.explain(ll, tr)
+    assert "underflow" in e.reasons and "log_ndtr" in e.fix, str(e)
+    p = torch.tensor([[0.0, 1.0]])
+    q = torch.tensor([[0.2, 0.8]], requires_grad=True)
+    with gl.trace() as tr:
+        log_t = p.log()
+        kl = torch.nn.functional.kl_div(q.log(), log_t, log_target=True, reduction="batchmean")
+    e = gl.explain(kl, tr)
+    assert "log_target" in str(e) and "log_target=False" in e.fix, str(e)
+
+
+def test_a_division_by_a_python_zero_and_a_causal_mask_that_hides_the_diagonal():
+    """x / (W - 1) with W = 1 divides by a number 0; triu(full(-inf)) at diagonal=0 masks query 0 entirely."""
+    px = torch.tensor([0.0, 0.0], requires_grad=True)
+    width = 1
+    with gl.trace() as tr:
+        gx = 2.0 * px / (width - 1)
+        loss = gx.sum()
+    e = gl.explain(loss, tr)
+    assert "division_by_zero" in e.reasons, str(e)
+    torch.manual_seed(0)
+    attn = torch.nn.MultiheadAttention(4, 1, batch_first=True)
+    x = torch.randn(1, 3, 4)
+    with gl.trace() as tr:
+        mask = torch.triu(torch.full((3, 3), float("-inf")))
+        h, _ = attn(x, x, x, attn_mask=mask)
+        loss = h.sum()
+    e = gl.explain(loss, tr)
+    assert "masked_softmax" in e.reasons and "diagonal=1" in e.fix, str(e)
+
+
+class _Magnitude(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gx):
+        mag = gx.abs()
+        ctx.save_for_backward(gx, mag)
+        return mag
+
+    @staticmethod
+    def backward(ctx, grad):
+        gx, mag = ctx.saved_tensors
+        return grad * gx / mag  # 0 / 0 where gx is 0
+
+
+def test_a_custom_functions_backward_is_named_as_the_programs_own_code():
+    """A NaN sent by a custom Function's backward names that backward, says graphlens cannot see into it, and suggests eps."""
+    w = torch.tensor([0.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss = _Magnitude.apply(w * 1).sum()
+        loss.backward()
+    e = gl.explain(w, tr)
+    assert "nonfinite_backward" in e.reasons and "_Magnitude.backward" in str(e) and "eps" in e.fix, str(e)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from types import FrameType
 from typing import Any
 
 import torch
 
-from ..names import CALLER_NAME, _TORCH_DIR, frame_candidates, frame_values, is_internal, is_library, source_line, \
-    store_targets, user_frame
+from ..names import CALLER_NAME, OPTIMIZERS, _TORCH_DIR, frame_candidates, frame_values, is_internal, is_library, source_line, \
+    state_names, store_targets, user_frame
 from .finite import BOUNDED_DERIVATIVES, may_send_nonfinite
 
 __all__ = ["FrameNotes"]
+
+#: graphlens's own checks, which register hooks to watch a program (not hooks of the program).
+_OWN_CHECKS = (os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "claims") + os.sep,)
 
 _Tensor = torch.Tensor
 
@@ -63,6 +67,34 @@ class FrameNotes:
                 i = self.index_of(t)
                 if i is not None and i not in names and any(t is x for x in ins):
                     names[i] = name
+        finally:
+            del frame
+
+    def note_factory(self, i: int) -> None:
+        """Record ``i`` was made by a factory (``torch.full``) holding NaN or inf: the innermost
+        line of the user's code that called it, when that is not the block's own line."""
+        frame = user_frame(2)
+        while frame is not None and frame is not self.frame and is_library(frame.f_code.co_filename):
+            frame = frame.f_back
+        try:
+            if frame is not None and frame is not self.frame:
+                lineno = frame.f_lineno
+                self.factory_where[i] = (lineno, source_line(frame.f_code.co_filename, lineno))
+        finally:
+            del frame
+
+    def note_hook(self, t: Any, frame: FrameType | None) -> None:
+        """``t.register_hook(fn)`` was called from ``frame``: the user's line that registered it,
+        kept for the recorded tensor (a NaN the hook makes in backward is named at that line)."""
+        i = self.index_of(t)
+        while frame is not None and is_library(frame.f_code.co_filename):
+            frame = frame.f_back
+        try:
+            if frame is not None and frame.f_code.co_filename.startswith(_OWN_CHECKS):
+                return  # (a claim's own instrument, watching what flowed: not the program's hook)
+            if i is not None and frame is not None:
+                lineno = frame.f_lineno
+                self.hook_lines.setdefault(i, []).append((lineno, source_line(frame.f_code.co_filename, lineno)))
         finally:
             del frame
 
@@ -172,10 +204,27 @@ class FrameNotes:
         self.last_lasti = lasti
         self.calls_seen = len(self.calls)
         self._scan_all(frame)
+        if OPTIMIZERS:
+            self._name_state()
 
     def _scan_all(self, frame: FrameType) -> None:
         names = self.tnames
         for name, t in frame_candidates(frame, with_globals=False):
             i = self.index_of(t)
+            if i is not None and i not in names:
+                names[i] = name
+
+    def _name_state(self) -> None:
+        """Name the recorded tensors that are an optimizer's state (``opt.state[w]['exp_avg_sq']``),
+        for the optimizers a scan of the user's frames met (read once, as the block ends)."""
+        names, refs = self.tnames, self.refs
+        pnames: dict = {}
+        for i, n in names.items():
+            t = refs[i]()
+            if t is not None and t.requires_grad:
+                pnames.setdefault(id(t), n)
+        for key, (ref, name) in state_names(lambda p: pnames.get(id(p))).items():
+            t = ref()
+            i = self.index_of(t) if t is not None else None
             if i is not None and i not in names:
                 names[i] = name

@@ -103,6 +103,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     visited = rec.complete(alive)
     factory = rec.made
     factory_lines = rec.lines({i: m[1] for i, m in factory.items()})
+    factory_lines.update(rec.factory_where)
     del alive
     flowed = _flowed_by_tensor(rec)
     saved = _saved_of(rec, visited)
@@ -208,5 +209,14 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     if not roots:
         consumed = {e.src for e in edges if e.kind in ("input", "detach")}
         roots = [t.id for t in tensors if t.id not in consumed and t.op is not None]
-    return Graph(tensors, ops, edges, roots, source="trace", refs=refs)
+    notes = {f"t{i}": tuple(hook_note(n, code) for n, code in where) for i, where in rec.hook_lines.items()}
+    return Graph(tensors, ops, edges, roots, source="trace", refs=refs, notes=notes)
+
+
+#: The note a tensor with a gradient hook gets (read back by graphlens.explain).
+HOOK_NOTE = "a gradient hook registered at line {line}: {code}"
+
+
+def hook_note(line: int, code: str | None) -> str:
+    return HOOK_NOTE.format(line=line, code=code or "?")
 

@@ -18,6 +18,7 @@ from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, sav
 from .finite import KEEPS_FINITE, current, finite_record, keeps_finite, made_finite
 from .frames import FrameNotes
 from .regions import RegionNotes
+from .writes import WriteNotes
 from .guard import unreadable_why
 from .safety import KEEP_MIN_NODES, keep_behind, keep_children
 from .._util import tensors_in
@@ -39,6 +40,7 @@ _ref = weakref.ref
 #: What a recorded call is, by the function torch hands the mode (cached per function).
 PLAIN, DETACH = 0, 1
 _DATA_GET = _Tensor.data.__get__  # type: ignore[attr-defined]
+_SETITEM = _Tensor.__setitem__
 _DETACHES = {_Tensor.detach, _Tensor.detach_, _DATA_GET}
 
 #: Calls that hand a tensor's value out of the graph as Python or NumPy numbers.
@@ -61,7 +63,7 @@ def _not_finite(h: tuple) -> bool:
     return total - total != 0
 
 
-class Recorder(FrameNotes, RegionNotes, BackwardRecord):
+class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
     """Records of every tensor and op a trace saw, as tuples and lists of plain values.
 
     Tensors are numbered by record (``t{i}`` in the graph), ops likewise (``op{j}``).
@@ -89,6 +91,8 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
         self.autocast: dict[int, str] = {}  # op -> the dtype autocast ran it in (see note_autocast)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
+        self.factory_where: dict[int, tuple] = {}  # factory record holding NaN/inf -> (line, code) in the innermost user frame
+        self.hook_lines: dict[int, list] = {}  # record -> [(line, code)] where a gradient hook was registered on it
         self.origins: dict[int, tuple[str, int]] = {}  # external record without history -> (file, line) of its first use
         self.osaved: dict[int, tuple] = {}  # op -> its SavedEntry tuple, as last read
         self.rows: dict[int, tuple] = {}  # op -> what the forward pass read, as compact rows
@@ -472,6 +476,8 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
             outs: list = [out]
         else:
             outs = tensors_in(out, [])
+            if not outs and func is _SETITEM and args and type(args[0]) in (_Tensor, _Parameter):
+                outs = [args[0]]  # (x[i] = v hands back None: x is what it changed)
             if not outs:
                 if args and isinstance(args[0], _Tensor) and (_FUNC_NAMES.get(func) or func_name(func)) in EXITS:
                     self.record_exit(func, args[0])
@@ -529,7 +535,11 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
         if fn is None and not in_ids:  # a factory (torch.tensor, randn, ...): a plain leaf
             made_by = (_FUNC_NAMES.get(func) or func_name(func), lasti)
             for t in fresh:
-                self.made[self.new_tensor(t, None, 0, None, region)] = made_by
+                i = self.new_tensor(t, None, 0, None, region)
+                self.made[i] = made_by
+                h = recs[i][_HEAD]
+                if h is not None and _not_finite(h):
+                    self.note_factory(i)  # (rare: a fill with NaN or inf, where the user's code made it)
             return
         forward = _FUNC_NAMES.get(func) or func_name(func)
         new_node = False
@@ -571,24 +581,6 @@ class Recorder(FrameNotes, RegionNotes, BackwardRecord):
             self.note_inner(op, type(fn).__name__, ins, caller)
         if new_node and self.saved:
             self.read_saved_now(fn, op, tuple(made))
-
-    def written_through(self, op: int, made: list, region: str | None) -> None:
-        """Op ``op`` changed in place the tensors of records ``made``: where one of them is a
-        ``.data`` alias (``w.data -= lr * w.grad``), the tensor it shares memory with changed
-        too, though its version counter did not move (``.data`` shares none): that tensor gets
-        a new record now, made by this op, holding the value the next ops will read (without it
-        they would be shown the value from before the write)."""
-        recs, refs = self.tensors, self.refs
-        for i in made:
-            src = self.data_of.get(i)
-            if src is None:
-                continue
-            t, a = refs[src](), refs[i]()
-            if t is None or a is None or not same_data(t, a):
-                continue
-            latest = self.by_id.get(id(t))
-            base = recs[latest if latest is not None and refs[latest]() is t else src]
-            self.new_tensor(t, op, 0, None, region, leaf=base[_IS_LEAF])
 
     def note_grad_outputs(self, outs: Any, caller: FrameType | None = None) -> None:
         """What ``torch.autograd.grad`` handed back: each gradient made without a graph of its

@@ -111,7 +111,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
                     grad_of: tuple[str, TensorNode] | None = None, head: str | None = None,
                     it: str = "it was") -> Explanation | None:
     """The first non-finite value ``node`` was computed from, and why it was not finite."""
-    bad_ids = [t for t in links.ancestors(node.id) if bad(g.node(t).value)]
+    bad_ids = links.tainted(node.id)
     if not bad_ids:
         return None
     first = g.node(bad_ids[0])
@@ -147,6 +147,14 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         vals, cause = _values(g, links, maker, at, first.shape), forward_cause(g, links, op, maker, at, first, bad_value)
         if cause.code == "masked_infinity":
             cause = _smoothed(g, links, bad_ids, first.id, cause)
+        unchecked = [t for t in links.forward_inputs(maker) if _unchecked(g.node(t))]
+        if unchecked and cause.code == "nonfinite_forward":
+            who_ = ", ".join(links.label(t) for t in unchecked[:3])
+            cause = Cause("nonfinite_unseen", f"{who_} (made before the block) could not be checked for NaN or inf: it was "
+                          f"changed in place before graphlens read it, so graphlens cannot tell whether {fwd} made the "
+                          f"non-finite value or passed on one {who_} already held.",
+                          f"Check {who_} before the block (torch.isfinite(x).all()), or use it once inside the block before "
+                          f"it is changed, and ask again.")
     line = _where(op.line, op.code) + _occurrence(g, maker)
     value = "the first NaN" if fill is not None else "the first non-finite value"
     if first.id == node.id:
@@ -363,6 +371,16 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
                f"were loaded (load_state_dict, a checkpoint), check what was loaded "
                f"(all(torch.isfinite(v).all() for v in state_dict.values())) and go back to an earlier checkpoint. {_GUARD}")
         code = "nonfinite_parameter"
+    elif _OPT_STATE.match(fname):
+        opt, param, key = _OPT_STATE.match(fname).groups()
+        s1 = (f"{intro} is the optimizer's state ({key} of {param}), which already held {what} at {pos or 'one position'} "
+              f"when the trace first saw it: it was made non-finite before the block (loaded with "
+              f"{opt}.load_state_dict from a checkpoint, or left by an earlier step), and each step computes the update "
+              f"from it.")
+        fix = (f"Check the optimizer's state where it is loaded (all(torch.isfinite(v).all() for s in {opt}.state.values() "
+               f"for v in s.values() if torch.is_tensor(v))); reset it ({opt}.state.clear(), or a new optimizer) or load an "
+               f"earlier checkpoint whose state is finite.")
+        code = "nonfinite_input"
     elif fname.rsplit(".", 1)[-1] in ("running_mean", "running_var"):
         module = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", fname.rsplit(".", 1)[0])  # (net.1 -> net[1], as code writes it)
         s1 = (f"{intro} is a running statistic of a batch norm layer that already held {what} at {fname}{pos} when the "
@@ -384,6 +402,17 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
         code = "nonfinite_input"
     facts = [(first.id, "is_parameter", True)] if first.is_parameter else []
     return Explanation(["nonfinite_forward", code], [s1], fix=fix, path=path, facts=facts, **common)
+
+
+#: The name graphlens gives an optimizer's state tensor (graphlens.names.state_names).
+_OPT_STATE = re.compile(r"^(\w+)\.state\[(.+)\]\['(\w+)'\]$")
+
+
+def _unchecked(t: TensorNode) -> bool:
+    """Whether ``t`` is a floating tensor from before the block whose values were never checked."""
+    v = t.value
+    return (v is not None and v.finite is None and v.head is not None and not t.requires_grad
+            and t.dtype.startswith(("float", "bfloat", "complex")) and not t.made_by)
 
 
 def _op_nr(op: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..graph import Graph, TensorNode
@@ -193,7 +194,8 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
         relevant = links.upstream(node.op) - ({node.op} if where == "flowed" else set())
     origins = _origins(steps, pass_nr, relevant) if pass_nr is not None else []
     if not origins:
-        return _unseen_gradient(g, links, node, who, steps, common)
+        hooked = _hook_answer(g, links, node, who, steps, pass_nr, relevant, common) if pass_nr is not None else None
+        return hooked or _unseen_gradient(g, links, node, who, steps, common)
     first = origins[0]
     o = _origin(g, links, first, (relevant or set()) | ({acc} if acc else set()))
     roots = [t for t in links.made.get(next((s.op for s in steps if s.backward == first.backward), ""), {}).values()]
@@ -343,6 +345,41 @@ def _changed_after(g: Graph, links: Links, who: str, written: Summary | None, no
                f"Check torch.isfinite({who}.grad).all() before changing the gradient in place.")
         return s, fix
     return None
+
+
+_HOOK_NOTE = re.compile(r"^a gradient hook registered at line (\d+): (.*)$")
+
+
+def _hook_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: list, pass_nr: int, relevant: set | None,
+                 common: dict) -> Explanation | None:
+    """No node sent a non-finite gradient from finite ones, but one received a non-finite
+    gradient that differs from what the nodes upstream sent: a hook on that tensor made it."""
+    step = next((s for s in steps if s.backward == pass_nr and (relevant is None or s.op in relevant)
+                 and any(nr < len(s.grads_in) and bad(s.grads_in[nr]) for nr in s.hooked)), None)
+    if step is None:
+        return None
+    nr = next(nr for nr in step.hooked if nr < len(step.grads_in) and bad(step.grads_in[nr]))
+    arrived = step.grads_in[nr]
+    t = links.made.get(step.op, {}).get(nr)
+    label = links.label(t) if t else f"the output of {step.name}"
+    hooks = [m.groups() for m in (_HOOK_NOTE.match(n) for n in g.notes.get(t, ())) if m] if t else []
+    at, v = _at(arrived)
+    where = (f", registered at line {hooks[0][0]} ({hooks[0][1]})" if len(hooks) == 1 else
+             f", registered at lines {', '.join(h[0] for h in hooks)}" if hooks else "")
+    s1 = (f"{_is(who + '.grad', node.grad, node.shape)} because a gradient hook on {label}{where} returned {kind(v)}: "
+          f"every node upstream sent {label} a finite gradient, but what arrived at {step.name} (step {step.index + 1} of "
+          f"tr.replay()) after the hook held {kind(v)} (at {index(arrived.shape, at) or 'one position'}), and the "
+          f"backward carried it on to "
+          f"{who}.grad.")
+    why = ("graphlens does not see inside the hook; the common cause: a hook that divides the gradient by its own norm or "
+           "sum (g / g.norm()) makes 0 / 0 = NaN when the gradient is all zeros (a layer after it initialised to 0, a dead "
+           "ReLU, an unused branch).")
+    fix = ("Guard the hook's division: g / (g.norm() + eps), or g / g.norm().clamp(min=eps), or return g unchanged where "
+           "its norm is 0 (torch.where(n > 0, g / n, g)).")
+    lineno = int(hooks[0][0]) if hooks else None
+    return Explanation(["nonfinite_backward", "nonfinite_hook"], [s1, why], fix=fix, op="hook",
+                       line=hooks[0][1] if hooks else None, lineno=lineno, cause=step.op,
+                       path=(step.op,), facts=[(step.op, "op", step.name)], **common)
 
 
 def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: list, common: dict) -> Explanation:

@@ -19,7 +19,7 @@ from ..values import format_number
 from .nonfinite_links import ATTENTIONS, CASTS as _CASTS, CONTRACTIONS, DIVS as _DIVS, FILLS, HALF as _HALF, SOFTMAXES, Cause, \
     Links, bad, base, index, kind, limit, named_like, position, positional, value_at
 from .nonfinite_overflow import exp_floor as _exp_floor, overflow_cause as _overflow, saturated as _saturated
-from .nonfinite_rules import arithmetic, exact_cause, underflowed_exp
+from .nonfinite_rules import arithmetic, exact_cause, largest, underflowed_exp
 
 __all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "live_as_recorded", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
@@ -90,6 +90,21 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                              "Use torch.logsumexp(x, dim) for log(sum(exp(x))): it subtracts the maximum before exp, so "
                              "nothing underflows (a clamp before the log would hide the error and stop the gradient).",
                              ("underflow",))
+        if nums and nums[0] == 0 and src in ("ndtr", "special_ndtr", "rsub"):
+            inner = links.forward_inputs(links.maker[inputs[0]]) if src == "rsub" else [inputs[0]]
+            if src != "rsub" or (inner and links.made_by(inner[-1]) in ("ndtr", "special_ndtr")):
+                upper = src == "rsub"
+                return Cause("log_of_zero", f"The normal CDF{' (1 - ndtr(z))' if upper else ' ndtr(z)'} underflowed to "
+                             f"exactly 0 there (z far {'above' if upper else 'below'} 0), and the {name} of 0 is -inf.",
+                             "Use torch.special.log_ndtr(z) for log(ndtr(z)) (and log_ndtr(-z) for log(1 - ndtr(z))): it "
+                             "stays finite where ndtr rounds to 0.", ("underflow",))
+        kl = _kl_log_target(g, links, out.id) if nums and nums[0] == 0 else None
+        if kl is not None:
+            return Cause("log_of_zero", f"The {name} of 0 is -inf, and kl_div was given it as a log-target "
+                         f"(log_target=True): it computes exp(t) · (t − input), which is 0 · (−inf) = NaN where the target "
+                         f"probability is 0.",
+                         f"Pass the probabilities themselves with log_target=False (kl_div gives 0 where the target is 0), "
+                         f"or make the log-target with F.log_softmax, which is finite, instead of {x}.log().")
         if nums and nums[0] == 0 and name != "log1p":
             return Cause("log_of_zero", f"The {name} of 0 is -inf.",
                          f"Keep the input away from 0: torch.{name}({x}.clamp(min=eps)) or torch.{name}({x} + eps).")
@@ -178,6 +193,28 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                      "sum, a mean or a product over masked values stays infinite; select the valid positions "
                      "(torch.where(mask, 0, x), x[~mask]) before such an op, or mask with a large finite number "
                      "(torch.finfo(x.dtype).min) instead of -inf.")
+    if name in FILLS and not any(bad(g.node(t).value) for t in inputs):
+        return Cause("nonfinite_forward", f"{fwd} wrote {kind(bad_value)} there: a value the program gave it (a number in the "
+                     f"code, or a variable that held it), not a result of arithmetic on the tensors.",
+                     "Write a finite value there (a sentinel such as 0, or torch.finfo(x.dtype).min for a mask), or drop "
+                     "the positions that hold it before they reach the loss.")
+    if name in ("xlogy", "special_xlogy") and len(nums) >= 2 and nums[1] == 0 and nums[0] != 0:
+        y = links.label(inputs[1]) if len(inputs) > 1 else "y"
+        return Cause("log_of_zero", f"xlogy(x, y) is x · log(y), and y = 0 there while x = {format_number(nums[0], 6)}: "
+                     f"log(0) = -inf. A Beta or Dirichlet log_prob computes xlogy(a - 1, value) and xlogy(b - 1, 1 - value): "
+                     f"a value on the boundary of the support (exactly 0 or 1) makes it -inf.",
+                     f"Keep the value inside the support: {y if _named_like(y) else 'value'}.clamp(eps, 1 - eps) (e.g. "
+                     f"actions clamped to [1e-6, 1 - 1e-6] before log_prob), or scale the actions into the open interval.")
+    if name == "poisson_nll_loss" and kind(bad_value) == "NaN" and inputs:
+        # (with log_input=True it computes exp(input) - target * input: never NaN from finite inputs)
+        low = _lowest(g, inputs[0])
+        if low is None or low < 0:
+            seen = f" (as low as {format_number(low, 4)})" if low is not None else " at some position"
+            return Cause("invalid_domain", f"From finite inputs poisson_nll_loss gives NaN only with log_input=False: it then "
+                         f"computes input − target · log(input + eps), and a rate it was given is negative{seen}: the "
+                         f"log of a negative number is NaN.",
+                         "Keep the rate positive: predict log-rates and pass log_input=True (the default), or map the "
+                         "output through F.softplus or torch.exp before the loss; a clamp(min=eps) hides the error.")
     if name in ("std", "var", "std_mean", "var_mean") and kind(bad_value) == "NaN" and inputs:
         n_in, n_out = g.node(inputs[0]).value, out.value
         if n_in is not None and n_out is not None and n_out.numel and n_in.numel == n_out.numel:
@@ -197,7 +234,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     if name == "addcdiv" and (zero_den or (kind(bad_value) == "NaN" and len(vals) >= 3)):
         # (x + value * t1 / t2 of finite numbers is NaN only where t1 / t2 is 0 / 0: the denominator was 0 there)
         tiny = out.dtype in _HALF
-        eps = (f" In {out.dtype}, an eps of 1e-8 (the default) rounds to 0: {out.dtype}'s smallest number is about "
+        eps = (f" In {out.dtype}, the default eps (1e-8 for Adam and RMSprop, 1e-10 for Adagrad) rounds to 0: "
+               f"{out.dtype}'s smallest number is about "
                f"{format_number(float(torch.finfo(getattr(torch, out.dtype)).smallest_normal * torch.finfo(getattr(torch, out.dtype)).eps), 2)}."
                if tiny else "")
         head = (f"{fwd} divides by its third input, which is 0 there: "
@@ -208,13 +246,20 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                      f"RMSprop update divides by sqrt(v) + eps, and v is 0 where a gradient has always been 0).{eps}",
                      "Keep the parameters and the optimizer's state in float32 (train with autocast or a float32 master "
                      "copy, not a model made .half()), or give the optimizer an eps the dtype holds (eps=1e-4 in float16)."
-                     if tiny else "Keep eps > 0 in the optimizer (the default 1e-8), or keep the denominator away from 0.")
+                     if tiny else "Keep eps > 0 in the optimizer (its default), or keep the denominator away from 0.")
     if inf and (arithmetic(name) or name in _CASTS):
         return _overflow(g, links, op_id, name, inputs, nums, out)
     if inf and name in _DIVS and nums and len(nums) == len(vals) and all(v != 0 for v in nums[1:]):
         return _overflow(g, links, op_id, name, inputs, nums, out)  # (a finite quotient of finite numbers, too large)
     shown = ", ".join(f"{links.label(t)} = {format_number(v, 6)}" for t, v in zip(inputs, vals) if type(v) in (float, int))
     at_what = f" (there, {shown})" if shown else ""
+    huge = _near_limit(g, inputs, out.dtype)
+    if inf and huge is not None:
+        return Cause("nonfinite_forward", f"{fwd} returned {kind(bad_value)} from finite inputs, some as large as "
+                     f"{format_number(huge, 3)}, near {out.dtype}'s range: it may have overflowed inside, or be infinite "
+                     f"where it is singular (graphlens has no rule for {fwd}).",
+                     f"Look at why its inputs are this large{at_what} (values that grew step after step, weights that "
+                     f"diverged), and at the values where {fwd} is undefined.")
     if inf:
         return Cause("nonfinite_forward", f"{fwd} returned {kind(bad_value)} from finite inputs: not an overflow of a sum or "
                      f"a product (graphlens has no rule for {fwd}); an op that computes a log, a quotient or an inverse "
@@ -225,6 +270,55 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                  f"divides or takes a log inside gives NaN where that part is 0 / 0, inf − inf or a log of a negative number.",
                  f"Look at the inputs of {fwd} at that position{at_what} for the value where it is undefined, and keep the "
                  f"input away from it.")
+
+
+def _lowest(g: Graph, tid: str) -> float | None:
+    """The smallest value of tensor ``tid``: from its record (minimum or head), else from the
+    live tensor while it is still the recorded version; None when not known."""
+    v = g.node(tid).value
+    if v is not None and type(v.min) is float:
+        return v.min
+    nums = [x for x in (v.head or ()) if type(x) is float] if v is not None else []
+    if v is not None and v.head is not None and len(v.head) >= v.numel and nums:
+        return min(nums)
+    t = live_as_recorded(g, tid)
+    try:
+        return float(t.detach().min()) if t is not None and t.is_floating_point() and t.numel() else None
+    except Exception:  # noqa: BLE001 - a read of live data is a bonus
+        return None
+
+
+def _kl_log_target(g: Graph, links: Links, tid: str) -> str | None:
+    """The kl_div op that takes ``tid`` (a log with -inf) as its target, when it ran with
+    ``log_target=True`` (its result is NaN: with a probability target, 0 · log 0 is 0)."""
+    frontier = [tid]
+    for _ in range(3):
+        nxt = []
+        for t in frontier:
+            for c in links.consumers.get(t, ()):
+                cname = base(g.node(c).forward)
+                if cname == "kl_div":
+                    ins = links.forward_inputs(c)
+                    outs = list(links.made.get(c, {}).values())
+                    if len(ins) >= 2 and ins[1] == t and outs and bad(g.node(outs[0]).value):
+                        x = g.node(outs[0]).value.nonfinite_value
+                        return c if type(x) is float and x != x else None
+                elif cname in ("view", "reshape", "to", "float", "detach", "clone", "contiguous"):
+                    nxt += list(links.made.get(c, {}).values())
+        frontier = nxt
+    return None
+
+
+def _near_limit(g: Graph, inputs: list[str], dtype: str) -> float | None:
+    """The largest input magnitude when it is within the square root of ``dtype``'s range (where a
+    product or a sum of squares can overflow), else ``None``."""
+    try:
+        top = float(torch.finfo(getattr(torch, dtype)).max)
+    except (AttributeError, TypeError):
+        return None
+    sizes = [largest(g, t) for t in inputs]
+    big = max((x for x in sizes if x is not None), default=None)
+    return big if big is not None and big * big > top else None
 
 
 def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out: TensorNode, fill: TensorNode) -> Cause:
@@ -248,6 +342,13 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
         fix = ("Leave at least one key visible to every query (drop fully padded sequences from the batch), or call the "
                "module with need_weights=False (its fused path gives 0 for such a query); F.scaled_dot_product_attention "
                "gives 0 there too.")
+        tri = _diagonal_masked(g, links, fill.id)
+        if tri is not None:
+            why += (f" The mask is {tri}(...) of -inf with diagonal=0 (the default) or below: it hides the diagonal too, each query's "
+                    f"own position, so the first query sees no key at all.")
+            fix = ("Mask only the future: torch.triu(torch.full((T, T), float('-inf')), diagonal=1), as "
+                   "nn.Transformer.generate_square_subsequent_mask(T) builds it (or pass is_causal=True); "
+                   "need_weights=False would only hide the NaN and keep the wrong mask.")
         return Cause("masked_softmax", why, fix)
     src = links.forward_inputs(op_id)[:1]
     dim = _saved_int(g, op_id, "dim")
@@ -265,6 +366,19 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
            "rows that have no valid position after the softmax. F.scaled_dot_product_attention and "
            "nn.MultiheadAttention(need_weights=False) give 0 for such rows.")
     return Cause("masked_softmax", why, fix)
+
+
+def _diagonal_masked(g: Graph, links: Links, fill: str) -> str | None:
+    """``"triu"`` when the -inf fill ``fill`` was cut to a triangle that still
+    masks the diagonal (its first element, [0, 0], is -inf: diagonal=0 kept it)."""
+    for c in links.consumers.get(fill, ()):
+        name = base(g.node(c).forward)
+        if name == "triu":
+            outs = list(links.made.get(c, {}).values())
+            v = g.node(outs[0]).value if outs else None
+            if v is not None and v.head and len(v.shape) >= 2 and v.head[0] == float("-inf"):
+                return name
+    return None
 
 
 def _saved_int(g: Graph, op_id: str, name: str) -> int | None:
@@ -333,7 +447,16 @@ def _division(g: Graph, op_id: str, name: str, inputs: list[str], vals: list) ->
     if len(inputs) >= 2:
         return vals[0], vals[1], inputs[1]
     node = g.node(op_id)
-    other = next((e.value for e in getattr(node, "saved", ()) or () if e.name == "other" and type(e.value) in (int, float)), None)
+    other = None
+    for e in getattr(node, "saved", ()) or ():
+        if e.name != "other":
+            continue
+        if type(e.value) in (int, float):
+            other = e.value
+        else:  # (a Python number the op wrapped as a 0-d tensor: its value is in the summary's head)
+            head = getattr(getattr(e, "summary", None), "head", None)
+            if head and len(head) == 1 and type(head[0]) in (int, float) and tuple(getattr(e.summary, "shape", (1,))) == ():
+                other = head[0]
     return (vals[0] if vals else None), other, None
 
 

@@ -139,6 +139,14 @@ def backward_cause(g: Graph, links: Links, op_id: str, node_name: str, fwd: str,
     why, fix = _DERIVATIVES.get(node_name, (f"the derivative of {fwd} is not finite at that input",
                                             f"keep the input of {fwd} away from the values where its derivative is not finite"))
     codes = ["infinite_derivative"]
+    if fwd.endswith(".apply") and node_name not in _DERIVATIVES:  # (a custom autograd.Function: the user's backward)
+        cls = fwd.removesuffix(".apply")
+        why = (f"{cls} is an autograd.Function of the program's own: its backward ({cls}.backward, code graphlens does "
+               f"not see into) returned a NaN or an infinity from finite gradients; the usual cause is a division or a "
+               f"root there whose denominator is 0 at that position (a magnitude or a norm that is 0)")
+        fix = (f"look at the divisions and roots in {cls}.backward: add eps to the denominator, or use "
+               f"torch.where(denominator > 0, ..., 0) for the positions where it is 0; "
+               f"torch.autograd.gradcheck checks a hand-written backward")
     if node_name == "Atan2Backward0" and values and len(values) >= 2 and all(type(v) in (int, float) for v in values[:2]):
         yv, xv = values[0], values[1]
         if yv != 0 or xv != 0:  # (not the origin: the derivative y / (x² + y²) overflowed)

@@ -154,6 +154,29 @@ class Links:
                 stack.append(self.detached[t])
         return sorted(seen, key=lambda t: self.order.get(t, 0))
 
+    def tainted(self, tid: str) -> list[str]:
+        """The non-finite tensors ``tid``'s non-finite values came through, in program order: the
+        walk back from ``tid`` follows only inputs that were not finite (or not checked), so a NaN
+        or an infinity that an op dropped (a ``where`` that did not choose it, a cast to integers)
+        is not taken for the source of one made later."""
+        seen, stack, out = set(), [tid], []
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            s = self.g.node(t).value
+            if s is not None and s.finite is True:
+                continue
+            if bad(s):
+                out.append(t)
+            op = self.maker.get(t)
+            if op is not None:
+                stack.extend(self.forward_inputs(op))
+            if t in self.detached:
+                stack.append(self.detached[t])
+        return sorted(out, key=lambda t: self.order.get(t, 0))
+
     def upstream(self, op: str) -> set[str]:
         """The backward nodes from which ``op`` is reached along next edges (``op`` too): those
         whose gradients can end up at it."""
@@ -224,6 +247,16 @@ def limit(dtype: str) -> str:
         return format_number(float(torch.finfo(getattr(torch, dtype)).max), 5)
     except (AttributeError, TypeError):
         return "its largest value"
+
+
+def trained(g: Graph, links: Links) -> bool:
+    """Whether the trace saw a parameter written in place (an optimizer step): only then can a
+    learning rate be what made the values large."""
+    for t in links.maker:  # (a leaf given a new value by an op: changed in place, under no_grad)
+        n = g.node(t)
+        if n.is_parameter or (n.is_leaf and n.requires_grad):
+            return True
+    return False
 
 
 def named_like(label: str) -> bool:

@@ -8,8 +8,8 @@ import torch
 
 from ..graph import Graph, TensorNode
 from ..values import format_number
-from .nonfinite_links import CASTS, HALF, SOFTMAXES, Cause, Links, base, limit, named_like
-from .nonfinite_rules import exp_fix, saturation_edge
+from .nonfinite_links import CASTS, HALF, SOFTMAXES, Cause, Links, base, limit, named_like, trained
+from .nonfinite_rules import RECURRENT, exp_fix, saturation_edge
 
 __all__ = ["overflow_cause", "saturated", "exp_floor", "exp_edge"]
 
@@ -28,6 +28,9 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
                      f"({limit(dtype)}).", f"Accumulate in float32: torch.{name}(x, dtype=torch.float32) or x.float()."
                      f"{name}() (under autocast, torch.{name} runs in float32 by itself).")
     why = f"Its inputs were finite, but the result is larger than {dtype} can hold ({limit(dtype)})"
+    if name in RECURRENT:
+        why += (f": the recurrent network's hidden state grew at every time step (a recurrent weight that multiplies "
+                f"the state by more than 1 per step, with nothing to saturate it) until it passed {dtype}'s range")
     if narrowed:
         why += f": autocast ran {name} in {dtype} although its inputs were float32"
     elif autocast:
@@ -52,12 +55,18 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
             x = x if named_like(x) else "x"
             parts.append(f"keep the input of exp in range: torch.exp({x}.clamp(max=...)) (for a log-variance or a log-scale, "
                          f"clamp it or predict it through F.softplus); an input this large usually means the layer that "
-                         f"makes it has diverged (a learning rate too high)")
+                         f"makes it has diverged" + (" (a learning rate too high)" if trained(g, links) else ""))
+    elif name in RECURRENT:
+        parts.append("keep the hidden state from exploding: use the tanh nonlinearity (or an LSTM or GRU, whose gates "
+                     "bound the state) instead of relu, initialise the recurrent weight with a spectral radius at most 1 "
+                     "(orthogonal or scaled down), or truncate the sequence; clipping the gradients does not bound the "
+                     "forward state")
     elif _attention_scores(g, links, op_id, name):
         parts.append("scale the attention scores before the softmax: divide q @ k.T by sqrt(head size), as "
                      "F.scaled_dot_product_attention does (or normalise q and k)")
     else:
-        parts.append("scale the values down (normalise the inputs, a smaller learning rate or initialisation)")
+        parts.append("scale the values down (normalise the inputs, " + ("a smaller learning rate or initialisation)" if trained(g, links)
+                                                                       else "a smaller initialisation)"))
     if dtype == "float16" and wider is not False:
         if autocast:
             parts.append(f"compute {name} in float32 outside autocast: with torch.autocast(device_type, enabled=False): "

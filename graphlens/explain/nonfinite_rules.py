@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from ..graph import Graph, TensorNode
-from .nonfinite_links import Cause, Links, base
+from .nonfinite_links import Cause, Links, base, trained
 
-__all__ = ["exact_cause", "arithmetic", "saturation_edge", "exp_fix", "underflowed_exp"]
+__all__ = ["exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
 #: Ops whose non-finite result from finite inputs can only be an overflow: sums, products, powers,
 #: exponentials, casts and the layers made of them.  Any other op (a log inside, an inverse, a
@@ -30,7 +30,14 @@ _ARITHMETIC = frozenset({
     "avg_pool3d", "embedding_bag", "gelu", "silu", "mish", "softplus", "hardswish", "norm", "linalg_vector_norm",
     "vector_norm", "frobenius_norm", "std", "var", "std_mean", "var_mean", "layer_norm", "group_norm", "batch_norm",
     "instance_norm", "rms_norm", "multi_head_attention_forward", "tensordot", "kron", "outer", "cross", "trace",
-})
+} | {"rnn_relu", "rnn_tanh", "lstm", "gru", "rnn_relu_cell", "rnn_tanh_cell", "lstm_cell", "gru_cell",
+     "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"})
+
+#: The recurrent kernels: a result that overflows grew over the time steps.
+RECURRENT = frozenset({"rnn_relu", "rnn_tanh", "lstm", "gru", "rnn_relu_cell", "rnn_tanh_cell", "lstm_cell", "gru_cell",
+                       "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"})
+
+_NORMS = ("layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm", "native_layer_norm")
 
 
 def arithmetic(name: str) -> bool:
@@ -50,6 +57,44 @@ def _whole(g: Graph, tid: str | None) -> tuple | None:
     if v is None or v.head is None or v.numel < 0 or len(v.head) < v.numel:
         return None
     return v.head
+
+
+def largest(g: Graph, tid: str) -> float | None:
+    """The largest magnitude the trace read in tensor ``tid`` (its minimum and maximum, or its
+    head), ``None`` when nothing was read."""
+    v = g.node(tid).value
+    if v is None:
+        return None
+    seen = [abs(x) for x in (v.min, v.max) if type(x) in (float, int)]
+    if not seen and v.head:
+        seen = [abs(x) for x in v.head if type(x) in (float, int)]
+    seen = [x for x in seen if x == x and x != float("inf")]
+    return max(seen) if seen else None
+
+
+def _squares_overflow(g: Graph, tid: str, name: str, trained: bool) -> Cause | None:
+    """A normalisation whose input is so large that the sum of its squares (the variance it
+    divides by) passes the dtype's largest number: an overflow inside the norm, not a constant row."""
+    x = g.node(tid)
+    big = largest(g, tid)
+    try:
+        top = float(torch.finfo(getattr(torch, x.dtype)).max)
+    except (AttributeError, TypeError):
+        return None
+    n = x.shape[-1] if name in ("layer_norm", "rms_norm", "native_layer_norm") and x.shape else \
+        max(1, int(torch.Size(x.shape[2:]).numel())) if len(x.shape) > 2 else (x.shape[0] if x.shape else 1)
+    if big is None or big * big * max(n, 1) <= top:
+        return None
+    from ..values import format_number
+    return Cause("overflow", f"Its input holds values as large as {format_number(big, 3)}: the squares {name} sums to "
+                 f"compute the variance pass {x.dtype}'s largest number ({format_number(top, 3)}), so the variance is inf "
+                 f"and the normalised result NaN. Values this large mean what feeds the norm has diverged (weights "
+                 f"grown by updates, activations that grew layer after layer).",
+                 ("Find where the values started to grow: lower the learning rate (and the weight decay, if it is "
+                  "applied with a sign error or a huge factor), clip the gradients (torch.nn.utils.clip_grad_norm_), "
+                  "and check the weights (p.abs().max()) after each step." if trained else
+                  "Find where the values started to grow (the layers before the norm, the input data): normalise the "
+                  "input, and check the weights (p.abs().max()) that feed it."))
 
 
 def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str], out: TensorNode, bad_value: Any) -> Cause | None:
@@ -83,17 +128,21 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
                          f"first, or divide the sum by the count clamped to at least 1 (x.sum() / mask.sum().clamp(min=1)).")
     if nan and name in ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"):
         return _no_targets(g, links, name, inputs)
-    if nan and name in ("layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm", "native_layer_norm"):
+    if name in _NORMS and inputs:
+        squares = _squares_overflow(g, inputs[0], name, trained(g, links))
+        if squares is not None:
+            return squares
+    if nan and name in _NORMS:
         return Cause("zero_variance", f"{name} divides by sqrt(variance + eps): the row it normalised there has every "
                      f"value the same (its variance is 0, as for padding or a constant feature), and with eps = 0 (or an "
                      f"eps too small for {out.dtype}) that is 0 / 0 = NaN.",
                      "Keep eps > 0 in the layer (nn.LayerNorm's default is 1e-5; in float16 no smaller than about 1e-5), "
                      "or normalise in float32.")
-    if nan and name in ("normalize", "cosine_similarity", "pairwise_distance"):
+    if nan and name in ("normalize", "cosine_similarity", "pairwise_distance", "cosine_embedding_loss"):
         x = _label(links, inputs[0] if inputs else None)
         if out.dtype == "float16":  # (1e-12 and 1e-8 are below float16's smallest number, 6e-8: they round to 0)
             return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm "
-                         f"is 0); its default eps (1e-12 for normalize, 1e-8 for cosine_similarity) rounds to 0 in float16, "
+                         f"is 0); its default eps (1e-12 for normalize and cosine_embedding_loss, 1e-8 for cosine_similarity) rounds to 0 in float16, "
                          f"so the division is 0 / 0 = NaN.",
                          f"Compute it in float32 ({name}({x}.float(), ...).to({x}.dtype)), or pass eps=1e-4: an eps float16 "
                          f"holds is not enough, since the gradient at a zero vector is about 1 / eps, which must stay below "

@@ -94,6 +94,8 @@ NONFINITE_REASONS: dict[str, str] = {
     "nonfinite_grad_before": "the .grad was already NaN or infinite before the traced backward added to it",
     "nonfinite_unseen": "every value and gradient the trace saw was finite: the non-finite number came from something "
     "it did not see",
+    "nonfinite_hook": "a gradient hook (Tensor.register_hook) returned a NaN or an infinity from a finite gradient: "
+    "every backward node sent finite values, and what arrived after the hook was not",
     "nonfinite_grad_assigned": "the .grad holds values the program assigned to it (or changed in place) after backward, "
     "not what backward wrote: the op that made them is named",
     "infinite_derivative": "the op's derivative is infinite (or 0/0) at the input value there, so its backward sends "

@@ -1,0 +1,47 @@
+"""What a trace records of the program's writes: in-place targets first seen by the write, and tensors changed through a ``.data`` alias."""
+
+from __future__ import annotations
+
+from .capture import _IS_LEAF
+from .facts import same_data
+
+__all__ = ["WriteNotes"]
+
+
+class WriteNotes:
+    """The writes part of :class:`graphlens._live.recorder.Recorder` (a mixin: it uses the
+    recorder's ``tensors``, ``refs``, ``by_id``, ``data_of``, ``frame``, ``input``, ``settle``
+    and ``new_tensor``)."""
+
+    def before_inplace(self, targets: list) -> None:
+        """Record, before an in-place call, each target the trace has not seen: otherwise the
+        first record would be made after the call, of the changed tensor, and the call would
+        look like one that hands its input back unchanged (the op lost, its result taken for
+        the input data)."""
+        by_id, refs = self.by_id, self.refs
+        for t in targets:
+            i = by_id.get(id(t))
+            if i is None or refs[i]() is not t:
+                if self.frame is not None:
+                    lasti = self.frame.f_lasti
+                    if lasti != self.last_lasti:
+                        self.look_back(self.frame, lasti)
+                self.settle((self.input(t),))  # (checked now: the call is about to change it)
+
+    def written_through(self, op: int, made: list, region: str | None) -> None:
+        """Op ``op`` changed in place the tensors of records ``made``: where one of them is a
+        ``.data`` alias (``w.data -= lr * w.grad``), the tensor it shares memory with changed
+        too, though its version counter did not move (``.data`` shares none): that tensor gets
+        a new record now, made by this op, holding the value the next ops will read (without it
+        they would be shown the value from before the write)."""
+        recs, refs = self.tensors, self.refs
+        for i in made:
+            src = self.data_of.get(i)
+            if src is None:
+                continue
+            t, a = refs[src](), refs[i]()
+            if t is None or a is None or not same_data(t, a):
+                continue
+            latest = self.by_id.get(id(t))
+            base = recs[latest if latest is not None and refs[latest]() is t else src]
+            self.new_tensor(t, op, 0, None, region, leaf=base[_IS_LEAF])

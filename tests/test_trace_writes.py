@@ -1,0 +1,190 @@
+"""What a trace records of writes the program makes: in-place ops on tensors first seen, item assignment, out=, gradient hooks, optimizer state, fills in helpers."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import torch
+
+import graphlens as gl
+from graphlens.graph import Graph
+
+
+def _makers(g: Graph) -> dict[str, str]:
+    """``{tensor id: forward name of the op that made it}``."""
+    ops = {o.id: o for o in g.ops}
+    return {e.dst: ops[e.src].forward for e in g.edges if e.kind == "output" and ops[e.src].forward}
+
+
+def _inputs(g: Graph, op_forward: str) -> list:
+    op = next(o for o in g.ops if o.forward == op_forward)
+    return [g.node(e.src) for e in sorted(g.edges, key=lambda e: e.input_nr) if e.kind == "input" and e.dst == op.id]
+
+
+def _causal(t: int) -> torch.Tensor:
+    return torch.triu(torch.full((t, t), float("-inf")))  # the fill's own line
+
+
+# -- in-place ops on a tensor the trace has not seen yet ------------------------------------------
+def test_an_in_place_op_as_the_first_use_of_a_tensor_is_recorded_with_the_value_before_it():
+    """w.div_(s) on a w made before the block records div_, with w's record holding its value before the call."""
+    s, w = torch.zeros(3), torch.ones(3)
+    with gl.trace() as tr:
+        w.div_(s)
+        loss = (w * 2).sum()
+    g = tr.graph()
+    assert "div_" in _makers(g).values()
+    before = _inputs(g, "div_")[0]
+    assert before.value.head == (1.0, 1.0, 1.0) and before.value.finite is True
+    e = gl.explain(loss, tr)
+    assert e.op == "div_" and "division_by_zero" in e.reasons
+    assert "already held" not in str(e)
+
+
+def test_augmented_assignment_and_out_are_in_place_writes_too():
+    """w /= s and torch.div(w, s, out=w) on a tensor first seen are each named as the op that made the inf."""
+    for write in (lambda w, s: w.__itruediv__(s), lambda w, s: torch.div(w, s, out=w)):
+        s, w = torch.zeros(2), torch.ones(2)
+        with gl.trace() as tr:
+            write(w, s)
+            loss = w.sum()
+        e = gl.explain(loss, tr)
+        assert e.op in ("__itruediv__", "div", "div_") and "division_by_zero" in e.reasons, str(e)
+
+
+def test_a_tensor_first_seen_by_an_in_place_op_keeps_the_nan_it_already_held():
+    """A NaN held before the block and carried by s.mul_(0.9) is the input's, not mul_'s."""
+    s = torch.zeros(3)
+    s[1] = float("nan")
+    with gl.trace() as tr:
+        with torch.no_grad():
+            s.mul_(0.9)
+        loss = (s * 2).sum()
+    e = gl.explain(loss, tr)
+    assert "nonfinite_input" in e.reasons and "s[1]" in str(e)
+
+
+def test_item_assignment_in_the_block_is_recorded_at_its_line():
+    """w[1] = nan inside the block is the op that made the NaN (named at its line), not data from before the block."""
+    for seen_before in (False, True):
+        w = torch.ones(3)
+        with gl.trace() as tr:
+            if seen_before:
+                _ = w * 1
+            w[1] = float("nan")
+            loss = (w * 2).sum()
+        e = gl.explain(loss, tr)
+        assert e.op == "__setitem__" and e.line == "w[1] = float(\"nan\")", str(e)
+        assert "already held" not in str(e) and "wrote NaN" in str(e)
+
+
+def test_recording_writes_changes_no_number_and_no_version():
+    """The values, versions and gradients of a program with in-place writes are the same traced and untraced."""
+    def program(ctx):
+        torch.manual_seed(0)
+        w = torch.randn(4, requires_grad=True)
+        s, buf = torch.rand(4) + 0.5, torch.randn(4)
+        with ctx():
+            with torch.no_grad():
+                buf.mul_(s)
+                buf[0] = 3.0
+            y = (w * buf).sum()
+            y.backward()
+        return w.grad.clone(), buf.clone(), buf._version, s._version
+
+    import contextlib
+    plain, traced = program(contextlib.nullcontext), program(gl.trace)
+    assert all(torch.equal(a, b) for a, b in zip(plain[:2], traced[:2])) and plain[2:] == traced[2:]
+
+
+# -- gradient hooks -------------------------------------------------------------------------------
+def test_a_hook_that_makes_nan_is_named_at_the_line_that_registered_it():
+    """A hook g / g.norm() on a tensor whose gradient is all zeros is the origin of the NaN, at its register_hook line."""
+    w = torch.ones(3, requires_grad=True)
+    with gl.trace() as tr:
+        h = w * 0
+        h.register_hook(lambda g: g / g.norm())
+        loss = (h * 0).sum()
+        loss.backward()
+    g = tr.graph()
+    note = g.notes[g.find("h").id]
+    line = test_a_hook_that_makes_nan_is_named_at_the_line_that_registered_it.__code__.co_firstlineno + 5
+    assert note == (f"a gradient hook registered at line {line}: h.register_hook(lambda g: g / g.norm())",)
+    e = gl.explain(w, tr)
+    assert tuple(e.reasons) == ("nonfinite_backward", "nonfinite_hook")
+    assert e.line == "h.register_hook(lambda g: g / g.norm())" and "eps" in e.fix
+    assert "afterwards" not in str(e)
+
+
+def test_a_hook_registered_in_the_block_still_runs_and_is_not_kept():
+    """register_hook hands back the user's handle; the hook runs as without graphlens and is removable."""
+    seen = []
+    w = torch.ones(2, requires_grad=True)
+    with gl.trace():
+        h = w * 2
+        handle = h.register_hook(lambda g: seen.append(g.clone()))
+        h.sum().backward()
+    assert len(seen) == 1 and torch.equal(seen[0], torch.ones(2))
+    handle.remove()
+
+
+# -- optimizer state --------------------------------------------------------------------------------
+def test_an_optimizers_state_is_named_after_its_parameter():
+    """Adam's exp_avg_sq of model.weight is named opt.state[model.weight]['exp_avg_sq'] in the graph."""
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(4, 2)
+    with gl.trace() as tr:
+        for _ in range(2):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    names = {t.name for t in tr.graph().tensors if t.name}
+    assert "opt.state[model.weight]['exp_avg_sq']" in names and "opt.state[model.bias]['exp_avg']" in names
+
+
+def test_naming_an_optimizers_state_keeps_nothing_alive():
+    """The optimizer a trace saw is freed when the program drops it."""
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    with gl.trace():
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+    ref = weakref.ref(opt)
+    del opt
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_nan_in_a_loaded_optimizer_state_is_named_as_that_state():
+    """An exp_avg_sq loaded with a NaN is the source, named as the optimizer's state, with a fix that checks the state."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(2, 3)).sum().backward()
+    opt.step()
+    state = opt.state_dict()
+    state["state"][0]["exp_avg_sq"][0, 1] = float("nan")
+    opt.load_state_dict(state)
+    x = torch.randn(4, 3)
+    with gl.trace() as tr:
+        for _ in range(2):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+    e = gl.explain(loss, tr)
+    assert "nonfinite_input" in e.reasons and "exp_avg_sq of model.weight" in str(e)
+    assert "opt.state" in e.fix and "from finite inputs" not in str(e)
+
+
+# -- fills made inside the user's functions ---------------------------------------------------------
+def test_a_fill_holding_inf_made_in_a_helper_keeps_the_helpers_line():
+    """torch.full(..., -inf) called in the user's helper is placed at the helper's line."""
+    with gl.trace() as tr:
+        mask = _causal(3)
+    g = tr.graph()
+    fill = next(t for t in g.tensors if t.made_by == "full")
+    assert fill.line == _causal.__code__.co_firstlineno + 1 and fill.code.startswith("return torch.triu(")
+    assert mask is not None
