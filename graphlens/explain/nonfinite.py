@@ -126,7 +126,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         asked, asked_id = grad_of[0], grad_of[1].id
     else:
         head, asked, asked_id = head or _is(who, node.value, node.shape), who, node.id
-    at, bad_value = _at(first.value)
+    at, bad_value = _read_at(g, links, first) or _at(first.value)
     if fill is not None and kind(bad_value) != "NaN":
         # (softmax's results are never infinite; log_softmax's masked -inf are fine: the NaN is what went wrong)
         bad_value = math.nan
@@ -174,6 +174,32 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
 
 
 _CLASS_LOSSES = ("cross_entropy", "nll_loss")
+
+
+def _read_at(g: Graph, links: Links, t: TensorNode) -> tuple | None:
+    """Where in ``t`` (an embedding table) the non-finite value that went on was: the row the
+    first non-finite lookup read, not the table's first non-finite element (a NaN in a row no
+    batch reads is not the one the loss was computed from)."""
+    if len(t.shape) != 2 or not t.shape[1]:
+        return None
+    for c in links.consumers.get(t.id, ()):
+        if base(g.node(c).forward) != "embedding":
+            continue
+        ins = links.forward_inputs(c)
+        outs = list(links.made.get(c, {}).values())
+        idx = next((i for i in ins if i != t.id), None)
+        if idx is None or not outs or not bad(g.node(outs[0]).value):
+            continue
+        out = g.node(outs[0]).value
+        width = t.shape[1]
+        k = out.nonfinite_at // width if out.nonfinite_at is not None else None
+        head = g.node(idx).value.head if g.node(idx).value is not None else None
+        if k is None or not head or k >= len(head) or type(head[k]) is not int:
+            continue
+        row = head[k] if head[k] >= 0 else head[k] + t.shape[0]
+        v = out.head[out.nonfinite_at] if out.head and out.nonfinite_at < len(out.head) else out.nonfinite_value
+        return row * width + out.nonfinite_at % width, v
+    return None
 
 
 def _smoothed(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) -> Cause:

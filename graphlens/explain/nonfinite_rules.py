@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..graph import Graph, TensorNode
-from .nonfinite_links import Cause, Links, base, trained
+from .nonfinite_links import Cause, Links, base, named_like, trained
 
 __all__ = ["exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
@@ -139,17 +139,44 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
                      "Keep eps > 0 in the layer (nn.LayerNorm's default is 1e-5; in float16 no smaller than about 1e-5), "
                      "or normalise in float32.")
     if nan and name in ("normalize", "cosine_similarity", "pairwise_distance", "cosine_embedding_loss"):
-        x = _label(links, inputs[0] if inputs else None)
+        zero = [t for t in inputs[:2] if _has_zero_row(g, t)]
+        named = zero[0] if len(zero) == 1 else (inputs[0] if inputs and not zero else None)
+        x = _label(links, named) if named else "one of its inputs"
+        vec = f"{x} is a vector of zeros there" if named else "an input is a vector of zeros there"
+        if len(zero) > 1:
+            vec = f"{' and '.join(_label(links, t) for t in zero)} each hold a vector of zeros"
+        eps_of = {"normalize": "1e-12", "cosine_similarity": "1e-8", "pairwise_distance": "1e-6",
+                  "cosine_embedding_loss": "1e-12, fixed inside it"}.get(name, "1e-12")
         if out.dtype == "float16":  # (1e-12 and 1e-8 are below float16's smallest number, 6e-8: they round to 0)
-            return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm "
-                         f"is 0); its default eps (1e-12 for normalize and cosine_embedding_loss, 1e-8 for cosine_similarity) rounds to 0 in float16, "
-                         f"so the division is 0 / 0 = NaN.",
-                         f"Compute it in float32 ({name}({x}.float(), ...).to({x}.dtype)), or pass eps=1e-4: an eps float16 "
-                         f"holds is not enough, since the gradient at a zero vector is about 1 / eps, which must stay below "
-                         f"float16's largest number, 65504 (1e-5 is still too small).")
-        return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {x} is a vector of zeros there (its norm is "
+            own_eps = name != "cosine_embedding_loss"  # (it has no eps argument)
+            arg = x if named and named_like(x) else "x"
+            fix = (f"Compute it in float32 ({name}({arg}.float(), ...) and cast the result back)" +
+                   (", or pass eps=1e-4: an eps float16 holds is not enough, since the gradient at a zero vector is about "
+                    "1 / eps, which must stay below float16's largest number, 65504 (1e-5 is still too small)." if own_eps else
+                    "; it takes no eps argument, so otherwise drop the pairs with an empty (all-zero) vector before the "
+                    "loss, or use F.cosine_similarity(a, b, eps=1e-4) and write the loss from it."))
+            return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {vec} (its norm is 0); its eps "
+                         f"({eps_of}) rounds to 0 in float16, so the division is 0 / 0 = NaN.", fix)
+        return Cause("eps_too_small", f"{name} divides by max(norm, eps), and {vec} (its norm is "
                      f"0): with an eps of 0 the division is 0 / 0 = NaN.", f"Keep eps > 0 (the default) in {name}.")
     return None
+
+
+def _has_zero_row(g: Graph, tid: str) -> bool:
+    """Whether tensor ``tid`` has a vector (along its last dim) of zeros: read from its head when it
+    holds every value, else from the live tensor while it is the version recorded."""
+    node = g.node(tid)
+    v = node.value
+    try:
+        if v is not None and v.head is not None and v.numel >= 0 and len(v.head) >= v.numel and node.shape:
+            n = node.shape[-1] or 1
+            return any(all(x == 0 for x in v.head[k:k + n]) for k in range(0, len(v.head), n))
+        t = g.tensor(tid)
+        if t is not None and int(t._version) == node.version and t.dim() > 0 and t.numel():
+            return bool((t.detach() == 0).all(dim=-1).any())
+    except Exception:  # noqa: BLE001 - a read of live data is a bonus
+        return False
+    return False
 
 
 def _ctc(g: Graph, links: Links, inputs: list[str]) -> Cause:
