@@ -920,3 +920,84 @@ def test_a_custom_functions_backward_is_named_as_the_programs_own_code():
         loss.backward()
     e = gl.explain(w, tr)
     assert "nonfinite_backward" in e.reasons and "_Magnitude.backward" in str(e) and "eps" in e.fix, str(e)
+
+
+# -- a fourth held-out probe (30 programs from public threads, 2026-12-05) -------------------------
+def test_a_learning_rate_is_blamed_only_for_values_a_traced_step_fed():
+    """An exp overflow of a value no traced update fed says nothing of a learning rate, even when a step ran after it."""
+    w = torch.tensor([100.0], requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    with gl.trace() as tr:
+        loss = torch.exp(w).sum()
+        loss.backward()
+        opt.step()
+    assert "learning rate" not in gl.explain(loss, tr).fix
+    v = torch.tensor([1.0], requires_grad=True)
+    opt = torch.optim.SGD([v], lr=100.0)
+    with gl.trace() as tr:
+        (-v).sum().backward()
+        opt.step()  # v = 101: exp overflows float32 above ~88.7
+        loss = torch.exp(v).sum()
+    e = gl.explain(loss, tr)
+    assert "overflow" in e.reasons and "learning rate" in str(e) + e.fix, str(e)
+
+
+def test_a_reflected_division_is_not_taken_for_an_in_place_write():
+    """1.0 / s names its denominator s's maker, never the quotient (a __rdiv__ is not an in-place op)."""
+    q = torch.tensor([[0.0, 1.0]], requires_grad=True)
+    with gl.trace() as tr:
+        z = 1.0 / (q * 0.0).sum(-1)
+        loss = z.sum()
+    e = gl.explain(loss, tr)
+    assert "division_by_zero" in e.reasons and "(z + eps)" not in e.fix, str(e)
+
+
+def test_logsumexp_over_a_fully_masked_row_is_a_mask_not_bad_data():
+    """logsumexp of a row a -inf mask forbids entirely sends NaN backward: named as a mask, fixed with a finite negative."""
+    mask = torch.zeros(2, 3)
+    mask[:, 2] = float("-inf")
+    w = torch.zeros(2, 3, requires_grad=True)
+    with gl.trace() as tr:
+        scores = w + mask
+        out = torch.logsumexp(scores, dim=0)[:2].sum()
+        out.backward()
+    e = gl.explain(w, tr)
+    assert tuple(e.reasons)[:2] == ("nonfinite_backward", "masked_softmax") and e.op == "logsumexp", str(e)
+    assert "finfo" in e.fix and "nan_to_num" not in e.fix
+
+
+def test_entropy_by_entr_at_zero_has_its_derivative_named():
+    """torch.special.entr at p = 0 sends -inf backward: its derivative -log(p) - 1 is named, and the fix uses logits."""
+    logits = torch.tensor([[0.0, -200.0]], requires_grad=True)
+    with gl.trace() as tr:
+        ent = torch.special.entr(torch.softmax(logits, -1)).sum()
+        ent.backward()
+    e = gl.explain(logits, tr)
+    assert "infinite_derivative" in e.reasons and "log_softmax" in e.fix, str(e)
+
+
+def test_a_loss_computed_after_the_block_is_said_to_be_unseen():
+    """A NaN loss the trace never recorded gets nonfinite_unseen and a fix that moves its code into the block."""
+    w = torch.tensor([0.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = w * 1.0
+    loss = torch.log(y).sum() * 0.0
+    e = gl.explain(loss, tr)
+    assert "nonfinite_unseen" in e.reasons and "inside the graphlens.trace() block" in e.fix, str(e)
+
+
+def _nb_terms(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
+    return torch.lgamma(x + theta) - torch.lgamma(theta) - torch.lgamma(x + 1)  # (the last one runs without grad)
+
+
+def test_a_run_count_is_given_only_when_every_run_kept_the_line():
+    """In the user's function a call without grad carries the block's line: the count of runs on that line is not stated."""
+    theta = torch.tensor([0.0, 1.0], requires_grad=True)
+    x = torch.tensor([1.0, 2.0])
+    with gl.trace() as tr:
+        ll = _nb_terms(x, theta).sum()
+    e = gl.explain(ll, tr)
+    assert e.op == "lgamma" and "calls the trace saw" not in str(e), str(e)
+    with gl.trace() as tr:
+        ll = (torch.lgamma(x + theta) - torch.lgamma(theta) - torch.lgamma(x + 1)).sum()
+    assert "the 2nd of 3 lgamma calls the trace saw on that line" in str(gl.explain(ll, tr))

@@ -272,9 +272,11 @@ def _nonfinite_recorded(g: Graph, tid: str, trace: Any, names: Mapping[str, Any]
     return explain_nonfinite(g, tid, replay, traced=g.source == "trace")
 
 
-def _nonfinite_live(tensor: torch.Tensor, candidates: list, names: Mapping[str, Any] | None) -> Explanation | None:
-    """Without a trace: a tensor whose value or .grad holds NaN or infinity gets what its graph
-    shows (where the first one is; the leaves that hold one), never a guessed origin."""
+def _nonfinite_live(tensor: torch.Tensor, candidates: list, names: Mapping[str, Any] | None,
+                    unrecorded: str | None = None) -> Explanation | None:
+    """Without a trace (or with one that never saw the tensor: ``unrecorded``): a tensor whose
+    value or .grad holds NaN or infinity gets what its graph shows (where the first one is; the
+    leaves that hold one), never a guessed origin."""
     from .._live.facts import summarize
     from ..snapshot import snapshot
     from .nonfinite import explain_nonfinite
@@ -285,7 +287,17 @@ def _nonfinite_live(tensor: torch.Tensor, candidates: list, names: Mapping[str, 
     given = {k: v for k, v in (names or {}).items() if isinstance(v, torch.Tensor)}
     given.update({n: t for n, t in candidates if n not in given})
     g = snapshot(tensor, names=given)
-    return explain_nonfinite(g, g.roots[0].id, None, traced=False)
+    e = explain_nonfinite(g, g.roots[0].id, None, traced=False)
+    if e is None or unrecorded not in ("trace", "traced graph"):
+        return e
+    who = e.tensor_name or "the tensor"
+    fix = (f"Compute {who} inside the graphlens.trace() block (the block must cover the code that makes it: the "
+           f"forward, the loss) and ask again; then graphlens names the op that made the non-finite value.")
+    return Explanation([e.reasons[0], "nonfinite_unseen", *e.reasons[1:]], [unrecorded_sentence(unrecorded, who), *(x for x in e.sentences if not x.startswith("Without a trace")),
+                        "The trace saw none of the ops that made it, so graphlens cannot tell which one made the first "
+                        "non-finite value."],
+                       fix=fix, tensor_name=e.tensor_name, tensor_id=e.tensor_id,
+                       graph=e.graph, path=e.path, op=e.op, line=e.line, lineno=e.lineno, cause=e.cause, facts=e.facts)
 
 
 def _explain_live(
@@ -305,7 +317,7 @@ def _explain_live(
             tensor = by_name[tensor]
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor (or an exception to explain), not {type(tensor).__name__}")
-        nonfinite = _nonfinite_live(tensor, candidates, names)
+        nonfinite = _nonfinite_live(tensor, candidates, names, unrecorded)
         if nonfinite is not None:
             return nonfinite
         roots = tensors_in(root, depth=8)

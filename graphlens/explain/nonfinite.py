@@ -86,6 +86,8 @@ def _and_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: lis
     b = _backward_answer(g, links, node, who, steps, "grad" if bad(node.grad) else "flowed")
     if "infinite_derivative" not in b.reasons or b.reasons[1:2] != ("infinite_derivative",):
         return e
+    if b.cause is not None and (b.cause == e.cause or b.cause in e.path):
+        return e  # (the value's answer already follows the gradient to that origin)
     first = b.sentences[0].split("The first non-finite gradient came from ", 1)[-1]
     sentences = list(e.sentences) + [f"{who}.grad has a second cause, at an element where {who} was finite: {first}",
                                      *b.sentences[1:]]
@@ -525,7 +527,8 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
         sentences.append(after[0])
         fix += " " + after[1]
     op_id = writer or users[0]
-    return Explanation(codes, sentences, fix=fix, path=(grad_t.id, op_id) + _path(links, grad_t.id, node.id),
+    began = (origins[0].op,) if origins else ()  # (where the non-finite gradient began: on the answer's path)
+    return Explanation(codes, sentences, fix=fix, path=began + (grad_t.id, op_id) + _path(links, grad_t.id, node.id),
                        op=g.node(op_id).forward, line=user.code, lineno=user.line, cause=op_id,
                        facts=[(op_id, "op", g.node(op_id).forward)], **common)
 

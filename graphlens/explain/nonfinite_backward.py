@@ -200,6 +200,22 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     o = _origin(g, links, first, (relevant or set()) | ({acc} if acc else set()))
     roots = [t for t in links.made.get(next((s.op for s in steps if s.backward == first.backward), ""), {}).values()]
     loss = links.label(roots[0]) if roots and g.node(roots[0]).name else "the loss"
+    if o["tainted"] is not None and first.name in _MASKED_BACKWARDS and kind(_at(g.node(o["tainted"]).value)[1]) == "-inf":
+        t = g.node(o["tainted"])
+        fwd = o["op"]
+        s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
+              f"backward of {fwd}{_where(o['lineno'], o['line'])}) received finite gradients and sent NaN, because its "
+              f"input {links.label(t.id)} was -inf at every position of a slice it reduced (a row a mask of -inf forbids "
+              f"entirely: an unreachable state or tag, a query with no visible key).")
+        why = (f"The forward value is fine ({fwd} of all -inf is -inf, or a softmax row of 0 / 0 the loss did not use), "
+               f"but its backward computes exp(x - result) = exp(-inf - (-inf)) = NaN there, and the NaN reaches every "
+               f"parameter the slice was computed from.")
+        fix = ("Write the forbidden entries as a large finite negative number instead of -inf (torch.finfo(x.dtype).min, "
+               "or -1e4), so a fully forbidden slice gives a finite result and a zero gradient; or remove the state that "
+               "nothing may reach (the padding tag) from what is reduced.")
+        return Explanation(["nonfinite_backward", "masked_softmax"], [s1, why], fix=fix, op=fwd, line=o["line"],
+                           lineno=o["lineno"], cause=first.op, path=(first.op, t.id), facts=[(first.op, "op", first.name)],
+                           **common)
     if o["tainted"] is not None:  # (a NaN of the forward pass the loss did not use, carried back by the gradient)
         t = g.node(o["tainted"])
         s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
@@ -346,6 +362,9 @@ def _changed_after(g: Graph, links: Links, who: str, written: Summary | None, no
         return s, fix
     return None
 
+
+#: Backward nodes that send NaN where every input of a reduced slice is -inf (exp(-inf - (-inf))).
+_MASKED_BACKWARDS = frozenset({"LogsumexpBackward0", "SoftmaxBackward0", "LogSoftmaxBackward0"})
 
 _HOOK_NOTE = re.compile(r"^a gradient hook registered at line (\d+): (.*)$")
 

@@ -152,6 +152,12 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 fix = f"Keep the input of rsqrt away from 0: torch.rsqrt({b if den_id and _named_like(b) else 'x'} + eps)."
             elif name == "reciprocal":
                 fix = f"Keep the input away from 0: 1 / ({b if den_id and _named_like(b) else 'x'} + eps)."
+            elif den_id is None:  # (the divisor is a Python number the backward node saved: 0)
+                return Cause("division_by_zero", f"The denominator is the number 0 (a plain Python number in the code, not a "
+                             f"tensor: a count, a size minus 1, a number of steps), and {what}.",
+                             "Make sure that number is never 0: use max(n, 1), or check what it is computed from (a batch "
+                             "size smaller than expected, a size of 1); adding eps to it would turn the 0 into a huge "
+                             "factor instead of an error.")
             elif den_id and _named_like(links.label(den_id)):
                 fix = (f"Keep the denominator away from 0: divide by ({b} + eps) or {b}.clamp(min=eps); where 0 / 0 should "
                        f"mean 0, divide by torch.where({b} == 0, torch.ones_like({b}), {b}) and mask the result.")

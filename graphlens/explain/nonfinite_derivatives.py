@@ -36,6 +36,11 @@ _DERIVATIVES: dict[str, tuple[str, str]] = {
                      "keep the base away from 0: ({x} + eps) ** p or {x}.clamp(min=eps) ** p"),
     "PowBackward1": ("the derivative of a power is infinite or undefined there", "keep the base away from 0: ({x} + eps) ** p"),
     "PowBackward2": ("the derivative of b ** x is b^x·log(b), and log(0) is -inf", "keep the base away from 0"),
+    "SpecialEntrBackward0": ("the derivative of entr(p) = -p·log(p) is -log(p) - 1, infinite at p = 0 (a probability a "
+                             "softmax rounded to 0)",
+                             "compute the entropy from the logits: -(F.softmax(logits, -1) * F.log_softmax(logits, -1))"
+                             ".sum(-1), or torch.distributions.Categorical(logits=logits).entropy(); both stay finite "
+                             "where a probability is 0"),
     "LogBackward0": ("the derivative of log, 1 / x, is infinite at x = 0",
                      "keep the input of log away from 0: torch.log({x}.clamp(min=eps)) or torch.log({x} + eps)"),
     "Log2Backward0": ("the derivative of log2, 1 / (x·ln 2), is infinite at x = 0", "torch.log2({x}.clamp(min=eps))"),
@@ -84,6 +89,7 @@ _DERIVATIVES: dict[str, tuple[str, str]] = {
 #: Where each node's derivative is singular (infinite), and where its input leaves the domain (NaN).
 _SINGULAR: dict[str, tuple[Any, Any]] = {  # node -> (singular points, domain test: True where NaN)
     "SqrtBackward0": ((0.0,), lambda v: v < 0), "RsqrtBackward0": ((0.0,), lambda v: v < 0),
+    "SpecialEntrBackward0": ((0.0,), lambda v: v < 0),
     "LogBackward0": ((0.0,), lambda v: v < 0), "Log2Backward0": ((0.0,), lambda v: v < 0),
     "Log10Backward0": ((0.0,), lambda v: v < 0), "Log1PBackward0": ((-1.0,), lambda v: v < -1),
     "ReciprocalBackward0": ((0.0,), lambda v: False), "AcosBackward0": ((-1.0, 1.0), lambda v: abs(v) > 1),

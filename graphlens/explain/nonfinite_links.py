@@ -102,6 +102,14 @@ def base(name: str | None) -> str:
     return (name or "").rsplit(".", 1)[-1].strip("_")
 
 
+def _in_place(forward: str | None) -> bool:
+    """Whether a call name is an in-place write (``add_``, ``__iadd__``), not a reflected op (``__rdiv__``)."""
+    name = (forward or "").rsplit(".", 1)[-1]
+    if name.startswith("__"):
+        return name.startswith("__i") and name.endswith("__") and name not in ("__index__", "__int__", "__invert__")
+    return name.endswith("_")
+
+
 class Links:
     """The graph's structure as the searches need it: who made each tensor, who used it, and
     where each backward node sends its gradients."""
@@ -210,7 +218,7 @@ class Links:
         while later not in seen:  # (w updated in place by an optimizer: its later version has the name)
             seen.add(later)
             nxt = [self.made.get(op, {}).get(0) for op in self.consumers.get(later, ())
-                   if (self.g.node(op).forward or "").endswith("_") and self.forward_inputs(op)[:1] == [later]]
+                   if _in_place(self.g.node(op).forward) and self.forward_inputs(op)[:1] == [later]]
             nxt = [t for t in nxt if t is not None]
             if not nxt:
                 break
@@ -249,10 +257,17 @@ def limit(dtype: str) -> str:
         return "its largest value"
 
 
-def trained(g: Graph, links: Links) -> bool:
-    """Whether the trace saw a parameter written in place (an optimizer step): only then can a
-    learning rate be what made the values large."""
-    for t in links.maker:  # (a leaf given a new value by an op: changed in place, under no_grad)
+def trained(g: Graph, links: Links, op: str | None = None) -> bool:
+    """Whether the values of op ``op``'s inputs (of any op, without ``op``) were computed from a
+    parameter the trace saw written in place (an optimizer step, a manual update under no_grad):
+    only then can a learning rate be what made them large."""
+    if op is None:
+        todo = list(links.maker)
+    else:
+        todo = [a for t in links.forward_inputs(op) for a in links.ancestors(t)]
+    for t in todo:  # (a leaf given a new value by an op: changed in place, under no_grad)
+        if t not in links.maker:
+            continue
         n = g.node(t)
         if n.is_parameter or (n.is_leaf and n.requires_grad):
             return True

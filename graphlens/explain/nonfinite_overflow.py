@@ -55,7 +55,7 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
             x = x if named_like(x) else "x"
             parts.append(f"keep the input of exp in range: torch.exp({x}.clamp(max=...)) (for a log-variance or a log-scale, "
                          f"clamp it or predict it through F.softplus); an input this large usually means the layer that "
-                         f"makes it has diverged" + (" (a learning rate too high)" if trained(g, links) else ""))
+                         f"makes it has diverged" + (" (a learning rate too high)" if trained(g, links, op_id) else ""))
     elif name in RECURRENT:
         parts.append("keep the hidden state from exploding: use the tanh nonlinearity (or an LSTM or GRU, whose gates "
                      "bound the state) instead of relu, initialise the recurrent weight with a spectral radius at most 1 "
@@ -65,7 +65,7 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
         parts.append("scale the attention scores before the softmax: divide q @ k.T by sqrt(head size), as "
                      "F.scaled_dot_product_attention does (or normalise q and k)")
     else:
-        parts.append("scale the values down (normalise the inputs, " + ("a smaller learning rate or initialisation)" if trained(g, links)
+        parts.append("scale the values down (normalise the inputs, " + ("a smaller learning rate or initialisation)" if trained(g, links, op_id)
                                                                        else "a smaller initialisation)"))
     if dtype == "float16" and wider is not False:
         if autocast:

@@ -129,7 +129,7 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
     if nan and name in ("cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"):
         return _no_targets(g, links, name, inputs)
     if name in _NORMS and inputs:
-        squares = _squares_overflow(g, inputs[0], name, trained(g, links))
+        squares = _squares_overflow(g, inputs[0], name, trained(g, links, op_id))
         if squares is not None:
             return squares
     if nan and name in _NORMS:

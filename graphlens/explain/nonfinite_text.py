@@ -123,8 +123,13 @@ def occurrence(g: Graph, op_id: str) -> str:
     op = g.node(op_id)
     if op.line is None or op.forward is None:
         return ""
-    same = [o.id for o in g.ops if o.line == op.line and o.code == op.code and o.forward == op.forward]
+    kin = [o for o in g.ops if o.forward == op.forward]
+    same = [o.id for o in kin if o.line == op.line and o.code == op.code]
     if len(same) < 2 or op_id not in same:
+        return ""
+    if len(same) != len(kin) and any(o.name is None or o.line is None for o in kin):
+        # (a call made inside the user's own function keeps its own line only when it ran with grad; a run
+        # of the same op without grad carries the block's line: then the count for this line is not known)
         return ""
     k = same.index(op_id) + 1
     nth = f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
