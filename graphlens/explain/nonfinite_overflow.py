@@ -54,8 +54,8 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
             x = links.label(inputs[0]) if inputs else "x"
             x = x if named_like(x) else "x"
             parts.append(f"keep the input of exp in range: torch.exp({x}.clamp(max=...)) (for a log-variance or a log-scale, "
-                         f"clamp it or predict it through F.softplus); an input this large usually means the layer that "
-                         f"makes it has diverged" + (" (a learning rate too high)" if trained(g, links, op_id) else ""))
+                         f"clamp it or predict it through F.softplus); find out where an input this large comes from (the data, a buffer, or a layer that "
+                         f"has diverged" + (": a learning rate too high" if trained(g, links, op_id) else "") + ")")
     elif name in RECURRENT:
         parts.append("keep the hidden state from exploding: use the tanh nonlinearity (or an LSTM or GRU, whose gates "
                      "bound the state) instead of relu, initialise the recurrent weight with a spectral radius at most 1 "
