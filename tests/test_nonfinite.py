@@ -1001,3 +1001,18 @@ def test_a_run_count_is_given_only_when_every_run_kept_the_line():
     with gl.trace() as tr:
         ll = (torch.lgamma(x + theta) - torch.lgamma(theta) - torch.lgamma(x + 1)).sum()
     assert "the 2nd of 3 lgamma calls the trace saw on that line" in str(gl.explain(ll, tr))
+
+
+def test_zero_weights_under_weight_norm_and_spectral_norm_are_named():
+    """A zero-initialised layer under weight_norm (v = 0) or spectral_norm (σ = 0) divides 0 by 0: the parametrization is named."""
+    from torch.nn.utils import parametrizations
+
+    for wrap, word in ((parametrizations.weight_norm, "weight_norm"), (parametrizations.spectral_norm, "spectral_norm")):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(3, 2)
+        torch.nn.init.zeros_(layer.weight)
+        layer = wrap(layer)
+        with gl.trace() as tr:
+            loss = layer(torch.randn(4, 3)).sum()
+        e = gl.explain(loss, tr)
+        assert "division_by_zero" in e.reasons and word in str(e) and "initialise" in e.fix, str(e)

@@ -120,6 +120,12 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
             shown = f" ({b})" if den_id and not _named_like(b) else ""
             b = b if _named_like(b) else "b"
             made = links.made_by(den_id)
+            if made in ("vdot", "dot") and inputs and ".parametrizations.weight.original" in links.label(inputs[0]):
+                return Cause("division_by_zero", f"spectral_norm divides the weight by its largest singular value, "
+                             f"estimated as σ = u · (W v), and the weight ({links.label(inputs[0])}) is all zeros (or maps v to 0), so σ = 0 "
+                             f"and {what}.",
+                             "Do not zero-initialise a layer under spectral_norm (σ of a zero matrix is 0): initialise it "
+                             "with non-zero values (the default init), and zero only a layer without the parametrization.")
             if made == "sqrt" and _variance_like(g, links, next(iter(links.forward_inputs(links.maker[den_id])), None)):
                 return Cause("division_by_zero", f"The denominator{shown} is 0 there: the square root of a variance, and a "
                              f"variance is 0 where every value it summarises is the same (a constant row or column), so "

@@ -138,6 +138,14 @@ def exact_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[str]
                      f"eps too small for {out.dtype}) that is 0 / 0 = NaN.",
                      "Keep eps > 0 in the layer (nn.LayerNorm's default is 1e-5; in float16 no smaller than about 1e-5), "
                      "or normalise in float32.")
+    if nan and name in ("_weight_norm", "weight_norm", "_weight_norm_interface"):
+        v = _label(links, inputs[0] if inputs else None)
+        return Cause("division_by_zero", f"weight_norm computes g · v / ‖v‖ for each output row, and the direction v ({v}) "
+                     f"is all zeros in a row there (its norm is 0): 0 / 0 = NaN. A layer zero-initialised before (or "
+                     f"after) weight_norm was applied has v = 0.",
+                     "Do not zero-initialise a weight under weight_norm: initialise it with non-zero values, and if the "
+                     "layer should start at zero output, set the magnitude g (parametrizations.weight.original0) to 0 "
+                     "instead.")
     if nan and name in ("normalize", "cosine_similarity", "pairwise_distance", "cosine_embedding_loss"):
         zero = [t for t in inputs[:2] if _has_zero_row(g, t)]
         named = zero[0] if len(zero) == 1 else (inputs[0] if inputs and not zero else None)
