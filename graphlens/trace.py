@@ -163,15 +163,7 @@ class _Mode(TorchFunctionMode):
                 handle = call_from(caller, func, args, kwargs)
                 try:
                     if isinstance(args[0], torch.Tensor):
-                        for t in live:
-                            t._rec.note_hook(args[0], caller)
-                except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
-                    for t in live:
-                        t._fail(exc)
-                except BaseException as exc:
-                    for t in live:
-                        t._fail(exc)
-                    raise
+                        _tell(live, types, "note_hook", args[0], caller)
                 finally:
                     del caller
                 return handle
@@ -210,14 +202,22 @@ def _before_inplace(live: tuple, types: Any, target: Any) -> None:
         targets = [target]
     else:
         return
+    _tell(live, types, "before_inplace", targets)
+
+
+def _tell(live: tuple, types: Any, note: str, *args: Any) -> None:
+    """Call the recorder method ``note`` of each trace in ``live`` (a rare note beside a call:
+    its target before an in-place write, where a hook was registered), unseen by the user's
+    modes, as :meth:`_Mode.__torch_function__` records a call; a failure stops the traces,
+    never the user's line (an interrupt stops them too, and propagates)."""
     try:
         if types or _stack_len() or _dispatch_depth():
             with quiet():
                 for t in live:
-                    t._rec.before_inplace(targets)
+                    getattr(t._rec, note)(*args)
         else:
             for t in live:
-                t._rec.before_inplace(targets)
+                getattr(t._rec, note)(*args)
     except Exception as exc:  # noqa: BLE001 - graphlens must never break the user's line
         for t in live:
             t._fail(exc)

@@ -48,15 +48,19 @@ class FrameNotes:
         finally:
             del frame
 
+    def _outside_libraries(self, frame: FrameType | None) -> FrameType | None:
+        """``frame``, or the first frame out from it that is not a library's (stopping at the
+        block's own frame): a library's locals, transformers' shift_labels, name nothing."""
+        while frame is not None and frame is not self.frame and is_library(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame
+
     def note_where(self, j: int, ins: list, frame: FrameType | None = None) -> None:
         """For a call where the gradient path stops (rare, so affordable): the innermost
         line of the user's code that made it, which may be inside a function the block
         called, and the names that frame gives its inputs (``frame``: that frame, when the
         caller knows it)."""
-        if frame is None:
-            frame = user_frame(2)
-        while frame is not None and frame is not self.frame and is_library(frame.f_code.co_filename):
-            frame = frame.f_back  # (a library's locals, transformers' shift_labels, name nothing)
+        frame = self._outside_libraries(user_frame(2) if frame is None else frame)
         try:
             if frame is None or frame is self.frame or frame.f_code.co_filename.startswith("<eval_with_key"):
                 return  # (the block's own frame is read anyway; code torch.compile generated is not the user's)
@@ -73,9 +77,7 @@ class FrameNotes:
     def note_factory(self, i: int) -> None:
         """Record ``i`` was made by a factory (``torch.full``) holding NaN or inf: the innermost
         line of the user's code that called it, when that is not the block's own line."""
-        frame = user_frame(2)
-        while frame is not None and frame is not self.frame and is_library(frame.f_code.co_filename):
-            frame = frame.f_back
+        frame = self._outside_libraries(user_frame(2))
         try:
             if frame is not None and frame is not self.frame:
                 lineno = frame.f_lineno
@@ -87,8 +89,7 @@ class FrameNotes:
         """``t.register_hook(fn)`` was called from ``frame``: the user's line that registered it,
         kept for the recorded tensor (a NaN the hook makes in backward is named at that line)."""
         i = self.index_of(t)
-        while frame is not None and is_library(frame.f_code.co_filename):
-            frame = frame.f_back
+        frame = self._outside_libraries(frame)
         try:
             if frame is not None and frame.f_code.co_filename.startswith(_OWN_CHECKS):
                 return  # (a claim's own instrument, watching what flowed: not the program's hook)
@@ -223,7 +224,7 @@ class FrameNotes:
             t = refs[i]()
             if t is not None and t.requires_grad:
                 pnames.setdefault(id(t), n)
-        for key, (ref, name) in state_names(lambda p: pnames.get(id(p))).items():
+        for ref, name in state_names(lambda p: pnames.get(id(p))).values():
             t = ref()
             i = self.index_of(t) if t is not None else None
             if i is not None and i not in names:

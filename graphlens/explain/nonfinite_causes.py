@@ -17,7 +17,7 @@ import torch
 from ..graph import Graph, OpNode, TensorNode
 from ..values import format_number
 from .nonfinite_links import ATTENTIONS, CASTS as _CASTS, CONTRACTIONS, DIVS as _DIVS, FILLS, HALF as _HALF, SOFTMAXES, Cause, \
-    Links, bad, base, index, kind, limit, named_like, position, positional, value_at
+    Links, bad, base, index, kind, limit, live_as_recorded, named_like, position, positional, value_at
 from .nonfinite_overflow import exp_floor as _exp_floor, overflow_cause as _overflow, saturated as _saturated
 from .nonfinite_rules import arithmetic, exact_cause, largest, underflowed_exp
 
@@ -398,16 +398,6 @@ def _saved_int(g: Graph, op_id: str, name: str) -> int | None:
     unsigned 64-bit number: turned back)."""
     v = next((e.value for e in getattr(g.node(op_id), "saved", ()) or () if e.name == name and type(e.value) is int), None)
     return v - 2 ** 64 if v is not None and v >= 2 ** 63 else v
-
-
-def live_as_recorded(g: Graph, tid: str) -> torch.Tensor | None:
-    """The live tensor of record ``tid`` while it is still the version the trace recorded (its
-    values then are the ones the records describe), else None."""
-    t, node = g.tensor(tid), g.node(tid)
-    try:
-        return t if t is not None and isinstance(node, TensorNode) and int(t._version) == node.version else None
-    except RuntimeError:  # (an inference tensor has no version counter)
-        return None
 
 
 def _masked_rows(g: Graph, tid: str, dim: int) -> list[str] | None:

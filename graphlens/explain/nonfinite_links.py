@@ -10,7 +10,7 @@ from ..graph import Graph, OpNode, TensorNode
 from ..values import Summary, format_number
 
 __all__ = [
-    "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit",
+    "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit", "trained", "live_as_recorded",
     "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF",
 ]
 
@@ -255,6 +255,16 @@ def limit(dtype: str) -> str:
         return format_number(float(torch.finfo(getattr(torch, dtype)).max), 5)
     except (AttributeError, TypeError):
         return "its largest value"
+
+
+def live_as_recorded(g: Graph, tid: str) -> torch.Tensor | None:
+    """The live tensor of record ``tid`` while it is still the version the trace recorded (its
+    values then are the ones the records describe), else None."""
+    t, node = g.tensor(tid), g.node(tid)
+    try:
+        return t if t is not None and isinstance(node, TensorNode) and int(t._version) == node.version else None
+    except RuntimeError:  # (an inference tensor has no version counter)
+        return None
 
 
 def trained(g: Graph, links: Links, op: str | None = None) -> bool:

@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ..graph import Graph, TensorNode
-from .nonfinite_links import Cause, Links, base, named_like, trained
+from ..values import format_number
+from .nonfinite_links import Cause, Links, base, live_as_recorded, named_like, trained
 
 __all__ = ["exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
@@ -85,7 +86,6 @@ def _squares_overflow(g: Graph, tid: str, name: str, trained: bool) -> Cause | N
         max(1, int(torch.Size(x.shape[2:]).numel())) if len(x.shape) > 2 else (x.shape[0] if x.shape else 1)
     if big is None or big * big * max(n, 1) <= top:
         return None
-    from ..values import format_number
     return Cause("overflow", f"Its input holds values as large as {format_number(big, 3)}: the squares {name} sums to "
                  f"compute the variance pass {x.dtype}'s largest number ({format_number(top, 3)}), so the variance is inf "
                  f"and the normalised result NaN. Values this large mean what feeds the norm has diverged (weights "
@@ -179,8 +179,8 @@ def _has_zero_row(g: Graph, tid: str) -> bool:
         if v is not None and v.head is not None and v.numel >= 0 and len(v.head) >= v.numel and node.shape:
             n = node.shape[-1] or 1
             return any(all(x == 0 for x in v.head[k:k + n]) for k in range(0, len(v.head), n))
-        t = g.tensor(tid)
-        if t is not None and int(t._version) == node.version and t.dim() > 0 and t.numel():
+        t = live_as_recorded(g, tid)
+        if t is not None and t.dim() > 0 and t.numel():
             return bool((t.detach() == 0).all(dim=-1).any())
     except Exception:  # noqa: BLE001 - a read of live data is a bonus
         return False
