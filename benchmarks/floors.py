@@ -15,12 +15,17 @@ row prints the floor that bounds it from below:
 - to_dot of a prebuilt graph: one line per node and edge written as text ("text baseline");
 - trace: a ``TorchFunctionMode`` that only calls through ("nop mode") and that mode plus one
   Python post-hook per backward node that reads nothing ("bare hooks": the floor of any
-  recorder of what flowed along every edge).
+  recorder of what flowed along every edge), and the "facts floor" (:class:`FactsFloorMode`):
+  the least a recorder built on a mode and hooks does to keep the facts the trace's diagrams
+  show (each value's head and finiteness, its edges, flags and line; saved attributes; the
+  head of every gradient sent), with the same switches as the trace (``grads``, ``saved``).
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
+import weakref
 from itertools import compress, repeat
 from operator import eq, itemgetter
 from typing import Any, Callable
@@ -351,8 +356,15 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
                 step()
         return run
 
+    def facts(**kw):
+        def run():
+            with FactsFloorMode(**kw):
+                step()
+        return run
+
     sides = {"plain": step, "trace": traced(), "nograds": traced(grads=False), "lean": traced(grads=False, saved=False),
-             "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks)}
+             "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks),
+             "facts": facts(), "facts_nograds": facts(grads=False), "facts_lean": facts(grads=False, saved=False)}
     # Each sample starts from a collected heap: else a full collection (~0.1 s with torch
     # loaded, due by the allocations of all the sides together) lands on whichever side the
     # order puts there, the same one in most repeats (one run measured grads=False at 6.0x
@@ -365,6 +377,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "trace_chain": ratio(res, "trace", "plain"), "trace_chain_nograds": ratio(res, "nograds", "plain"),
         "trace_chain_lean": ratio(res, "lean", "plain"), "trace_inline_vs_step": ratio(res, "inline", "trace"),
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
+        "facts_floor": ratio(res, "facts", "plain"), "facts_floor_nograds": ratio(res, "facts_nograds", "plain"),
+        "facts_floor_lean": ratio(res, "facts_lean", "plain"),
     })
     out["finiteness"] = _finiteness_cost(interleaved, ratio, 4 * repeats, floor, step)  # (a small difference: more repeats)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
@@ -378,11 +392,80 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
                 step_m()
 
         sides = {"plain": step_m, "trace": traced_m, "mode": lambda step_m=step_m: _under(nop_mode, step_m),
-                 "bare": lambda step_m=step_m: _under(bare_hooks, step_m)}
+                 "bare": lambda step_m=step_m: _under(bare_hooks, step_m), "facts": lambda step_m=step_m: _under(FactsFloorMode, step_m)}
         res = interleaved(sides, max(5, repeats // 2), floor, collect=True)
         out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
-                              "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain")})
+                              "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
+                              "facts_floor": ratio(res, "facts", "plain")})
     return out
+
+_HEAD = 6  # (graphlens's default max_elements)
+
+
+def _value_facts(t: torch.Tensor) -> tuple:
+    """The head of a value (its first numbers, through numpy: no torch op) and, for a floating
+    value with more elements than the head, one reduction saying whether it is finite."""
+    if t.requires_grad:
+        t = t.detach()
+    n = t.numel()
+    if t.dim() == 1 and n <= _HEAD:
+        return (t.tolist(), None)
+    head = t.numpy().flat[:_HEAD].tolist()
+    return (head, t.sum().item() if n > _HEAD and t.is_floating_point() else None)
+
+
+class FactsFloorMode(_HookMode):
+    """The trace's facts floor: the least a recorder built on a mode and hooks does to keep the
+    facts graphlens's trace diagrams show, written plainly in one function each. For every call
+    that makes a tensor: the record of each input found by ``id`` (the edges), the output's
+    flags, shape, dtype, version and backward node's sequence number, a weak reference to it,
+    the block line (``f_lasti``), and :func:`_value_facts` (its head and whether it is finite);
+    with ``saved``, each new node's saved attributes (shape, dtype and storage of a tensor, the
+    value of anything else); with ``grads``, a post-hook per backward node reading the head and
+    finiteness of every gradient it sends (what arrives at a node is what another sent)."""
+
+    def __init__(self, *, grads: bool = True, saved: bool = True) -> None:
+        super().__init__()
+        self.grads, self.saved = grads, saved
+        self.index: dict = {}
+        self.recs: list = []
+        self.refs: list = []
+        self.flowed: list = []
+        self.frame = sys._getframe(2)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.backward:
+            if self.grads:
+                return super().__torch_function__(func, types, args, kwargs)
+            return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if type(out) is torch.Tensor:
+            index = self.index
+            ins = tuple([index.get(id(a), -1) for a in args if type(a) is torch.Tensor or type(a) is torch.nn.Parameter])
+            fn = out.grad_fn
+            index[id(out)] = len(self.recs)
+            self.refs.append(weakref.ref(out))
+            self.recs.append((tuple(out.shape), out.dtype, out.requires_grad, out._version, None if fn is None else fn._sequence_nr(),
+                              ins, self.frame.f_lasti, _value_facts(out)))
+            if self.saved and fn is not None:
+                attrs = _ATTRS.get(type(fn))
+                if attrs is None:
+                    attrs = _ATTRS[type(fn)] = [a for a in dir(fn) if a.startswith("_saved_")]
+                for a in attrs:
+                    value = getattr(fn, a)
+                    if isinstance(value, torch.Tensor):
+                        self.recs.append((tuple(value.shape), value.dtype, value.untyped_storage().data_ptr()))
+                    else:
+                        self.recs.append(value)
+        return out
+
+    def make_hook(self):
+        flowed = self.flowed
+
+        def hook(grad_inputs, grad_outputs):
+            flowed.append([None if g is None else _value_facts(g) for g in grad_inputs])
+        return hook
+
 
 
 class _CheckFloorMode(_HookMode):
@@ -515,6 +598,9 @@ def show_f(f: dict) -> None:
               f" (target {TARGETS_F['trace_chain_nograds']}), grads and saved off {r['trace_chain_lean']:.2f}x (target {TARGETS_F['trace_chain_lean']});"
               f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x; inline loop / step() {r['trace_inline_vs_step']:.2f}"
               f" (target {TARGETS_F['trace_inline_vs_step']})")
+        if "facts_floor" in r:
+            print(f"    the facts floor (FactsFloorMode: the least a mode-and-hooks recorder of the same facts does): {r['facts_floor']:.2f}x,"
+                  f" grads=False {r['facts_floor_nograds']:.2f}x, grads and saved off {r['facts_floor_lean']:.2f}x")
         if "uncollected" in r:
             u = r["uncollected"]
             print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"
@@ -530,7 +616,7 @@ def show_f(f: dict) -> None:
             print(f"  {r['workload']}: {r['skipped']}")
         else:
             print(f"  {r['workload']}: trace {r['trace_vs_plain']:.2f}x plain (target {TARGETS_F['trace_models']}; {r['plain_ms']:.1f} ms plain);"
-                  f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x")
+                  f" floors: nop mode {r['nop_mode']:.2f}x, bare hooks {r['bare_hooks']:.2f}x, facts floor {r.get('facts_floor', float('nan')):.2f}x")
 
 
 def verdicts_f(f: dict) -> dict[str, str]:
@@ -556,8 +642,8 @@ def verdicts_f(f: dict) -> dict[str, str]:
                                    f"floor: the collapse floor's {f['collapse_floor_growth']:.2f}" if "collapse_floor_growth" in f else "")
     for r in f["trace"]:
         floors = f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
-        for key in ("trace_chain", "trace_chain_nograds", "trace_chain_lean"):
-            out[key] = say(key, r[key], floors)
+        for key, facts in (("trace_chain", "facts_floor"), ("trace_chain_nograds", "facts_floor_nograds"), ("trace_chain_lean", "facts_floor_lean")):
+            out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else ""))
         out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"])
     for r in f.get("finiteness", []):
         out[f"nonfinite_checks[{r['workload']}]"] = (f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")
@@ -566,5 +652,6 @@ def verdicts_f(f: dict) -> dict[str, str]:
     for r in f["models"]:
         if "skipped" not in r:
             out[f"trace_models[{r['workload']}]"] = say(
-                "trace_models", r["trace_vs_plain"], f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}")
+                "trace_models", r["trace_vs_plain"], f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
+                + (f", facts floor {r['facts_floor']:.2f}" if "facts_floor" in r else ""))
     return out

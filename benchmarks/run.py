@@ -332,8 +332,14 @@ def part_c(repeats: int, floor: float) -> list[dict]:
             with gl.trace(saved=False):
                 step()
 
+        def facts_floor(step=step):
+            from floors import FactsFloorMode
+
+            with FactsFloorMode():
+                step()
+
         sides = {"plain": step, "trace": traced, "mode": nop_mode, "bare": bare_hooks, "hooks": hook_floor,
-                 "nograds": no_grads, "nosaved": no_saved}
+                 "nograds": no_grads, "nosaved": no_saved, "facts": facts_floor}
         res = interleaved(sides, repeats, floor)
         rows.append({
             "workload": label,
@@ -347,6 +353,8 @@ def part_c(repeats: int, floor: float) -> list[dict]:
             "hook_floor_vs_plain": ratio(res, "hooks", "plain"),
             # ... with hooks that read nothing: the floor of any recorder with a Python hook per node
             "bare_hook_floor_vs_plain": ratio(res, "bare", "plain"),
+            # the least a mode-and-hooks recorder of the facts the trace shows does (floors.FactsFloorMode)
+            "facts_floor_vs_plain": ratio(res, "facts", "plain"),
             # what the two recording features cost: the same trace without them
             "trace_nograds_vs_plain": ratio(res, "nograds", "plain"),
             "trace_nosaved_vs_plain": ratio(res, "nosaved", "plain"),
@@ -439,12 +447,12 @@ def show(result: dict) -> None:
               f"{_fmt(r.get('dot_vs_torchviz', '-')):>7}")
     print("\n(c) forward + backward inside trace() vs plain")
     print(f"{'workload':<28}{'plain ms':>9}{'trace ms':>9}{'ratio':>6}{'target':>7}{'grads=F':>8}{'saved=F':>8}"
-          f"{'nop mode':>9}{'bare hooks':>11}{'hook floor':>11}")
+          f"{'nop mode':>9}{'bare hooks':>11}{'hook floor':>11}{'facts floor':>12}")
     for r in result["trace"]:
         print(f"{r['workload']:<28}{r['plain_ms']:>9.2f}{r['trace_ms']:>9.2f}{r['trace_vs_plain']:>6.2f}{r['target']:>7.2f}"
               f"{_fmt(r.get('trace_nograds_vs_plain', '-')):>8}{_fmt(r.get('trace_nosaved_vs_plain', '-')):>8}"
               f"{r['nop_mode_vs_plain']:>9.2f}{_fmt(r.get('bare_hook_floor_vs_plain', '-')):>11}"
-              f"{_fmt(r.get('hook_floor_vs_plain', '-')):>11}")
+              f"{_fmt(r.get('hook_floor_vs_plain', '-')):>11}{_fmt(r.get('facts_floor_vs_plain', '-')):>12}")
     print("\n(d) snapshot memory (tracemalloc), bytes per graph node (tensors + ops)")
     print(f"{'graph':<20}{'nodes':>8}{'peak':>10}{'peak+ops/edges':>16}{'kept':>8}")
     for r in result["memory"]:
@@ -487,7 +495,8 @@ def verdicts(result: dict) -> dict[str, str]:
     for r, key in zip(result["trace"], ("trace_mlp", "trace_chain")):
         out[key] = f"{r['trace_vs_plain']:.2f}x (target <= {r['target']}x): " + ("met" if r["trace_vs_plain"] <= r["target"] else "missed") + (
             f"; floors: a mode plus a Python hook per node that reads nothing {r['bare_hook_floor_vs_plain']:.2f}x,"
-            f" hooks reading every gradient's head {r['hook_floor_vs_plain']:.2f}x;"
+            f" hooks reading every gradient's head {r['hook_floor_vs_plain']:.2f}x,"
+            f" the facts floor {r.get('facts_floor_vs_plain', float('nan')):.2f}x;"
             f" the trace without recorded grads {r['trace_nograds_vs_plain']:.2f}x, without saved records"
             f" {r['trace_nosaved_vs_plain']:.2f}x" if "bare_hook_floor_vs_plain" in r else "")
     return out

@@ -393,6 +393,11 @@ class NameBook:
         if override or key not in self._by_id:
             self._by_id[key] = name
             self._keep.append(t)
+        if t.retains_grad and t._version and t._is_view():
+            # (a retained view changed in place since it was made, through an alias: reading its
+            # grad_fn would rebuild its node now and move its retain_grad hook off the node
+            # backward will run, so its .grad would stay None. Left unnamed in the graph instead.)
+            return
         try:
             fn = t.grad_fn
         except RuntimeError:  # e.g. a view made in no_grad whose base changed in place since

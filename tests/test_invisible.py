@@ -921,3 +921,27 @@ def test_a_generator_closed_from_another_thread_leaves_no_trace_open():
     with gl.trace():
         torch.ones(1) + 1
     assert torch._C._len_torch_function_stack() == 0
+
+
+def test_a_retained_view_changed_through_an_alias_keeps_its_grad_under_trace_and_snapshot():
+    """A view whose retain_grad hook sits on a node made stale by an in-place write through a
+    detached alias gets the same .grad under trace() and after snapshot() as plainly (reading its
+    grad_fn or is_leaf would rebuild the node and move the hook off the graph; found by law 8)."""
+
+    def program(watch):
+        w0 = torch.tensor([1.0], requires_grad=True)
+        h0 = w0[0]
+        d1 = h0.detach()
+        h0.retain_grad()
+        loss = h0.tanh().sum()
+        d1.add_(1.0)
+        watch(loss, h0)
+        loss.backward()
+        return h0.grad, w0.grad
+
+    plain = program(lambda loss, h0: None)
+    with gl.trace():
+        traced = program(lambda loss, h0: None)
+    snapped = program(lambda loss, h0: gl.snapshot(loss, names={"h0": h0}))
+    for got in (traced, snapped):
+        assert got[0] is not None and torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])

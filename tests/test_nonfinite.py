@@ -537,11 +537,12 @@ def test_what_is_known_finite_without_a_reduction_is_what_torch_says(program):
 
 def test_finite_values_of_keeping_calls_and_nodes_are_not_reduced(monkeypatch):
     """relu of a finite value, a detach of it, the gradients ReLU's and mean's nodes send: known finite, not reduced."""
-    from graphlens._live import facts
+    from graphlens._live import capture, facts
 
     reduced = []
-    real = facts.finiteness
+    real, real_sum = facts.finiteness, capture._sum
     monkeypatch.setattr(facts, "finiteness", lambda t: reduced.append(tuple(t.shape)) or real(t))
+    monkeypatch.setattr(capture, "_sum", lambda t: reduced.append(tuple(t.shape)) or real_sum(t))  # (head's own read)
     w = torch.randn(16, 16, requires_grad=True)
     x = torch.randn(8, 16)
     with gl.trace() as tr:

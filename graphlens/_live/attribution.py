@@ -65,10 +65,10 @@ def call_from(frame: FrameType, func: Callable, args: tuple, kwargs: dict) -> An
     if watched():
         return func(*args, **kwargs)
     code = frame.f_code
-    lineno = frame.f_lineno or code.co_firstlineno
-    key = (code, lineno)
+    key = (code, frame.f_lasti)  # (f_lineno would read the code's line table at every call)
     caller = _CALLERS.get(key)
     if caller is None or caller.__globals__ is not frame.f_globals:
+        lineno = frame.f_lineno or code.co_firstlineno
         caller = FunctionType(_one_liner(code.co_filename, lineno), frame.f_globals, code.co_name)
         if len(_CALLERS) >= 1024:
             _CALLERS.clear()

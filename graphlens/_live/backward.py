@@ -42,7 +42,17 @@ def _step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, gr
 
 def _note_step(rec: Any, j: int, targets: tuple, watch: tuple, grad_inputs: tuple, grad_outputs: tuple) -> None:
     limit, pass_nr, heads = rec.max_elements, rec.passes, rec.sent_heads
-    arrived = tuple([_head_once(heads, g, limit) for g in grad_outputs])
+    got = []
+    for g in grad_outputs:  # (what arrives was sent by a node before: its head is known, read inline)
+        if g is None:
+            got.append(None)
+            continue
+        hit = heads.get(id(g))
+        if hit is not None and hit[1] == g._version and hit[0]() is g:
+            got.append(hit[2])
+        else:
+            got.append(_head_once(heads, g, limit))
+    arrived = tuple(got)
     # (a node of SENDS_FINITE that no Python hook of the user's ran on before this one sends
     # finite gradients when every one that arrived is: nothing to reduce)
     finite = j in rec.first_hooked and all(known_finite(h) for h in arrived)
@@ -63,7 +73,7 @@ def _written(heads: dict, t: Any, limit: int, got: tuple, known: tuple) -> Any:
     """The head of ``t.grad`` where torch keeps one (see :func:`~graphlens._live.capture.kept_grad`):
     when it is the very memory the node just got (an AccumulateGrad that kept the gradient
     instead of copying it), the head already read of that gradient."""
-    if t is None or not (t.is_leaf or t.retains_grad):
+    if t is None or not (t.retains_grad or t.is_leaf):
         return None
     g = t.grad
     if g is None:
@@ -149,6 +159,8 @@ class BackwardRecord:
         )
         read = self.saved
         op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
+        refs = self.refs
+        t = None
         try:
             with paused_gc():
                 while stack:
@@ -164,8 +176,20 @@ class BackwardRecord:
                     orec = ops[j]
                     var = orec[_VAR]
                     if hook:
-                        targets = ((0, var),) if var is not None else tuple(orec[_OUTS].items())
-                        watch = (var,) if var is not None else self._retained(orec[_OUTS].values())
+                        if var is not None:
+                            targets, watch = ((0, var),), (var,)
+                        else:
+                            outs = orec[_OUTS]
+                            targets = tuple(outs.items())
+                            watch = ()
+                            for i in outs.values():
+                                # (retains_grad only: reading is_leaf or grad_fn of a view changed
+                                # in place since it was used would rebuild its node now and move
+                                # its retain_grad hook off the node backward is about to run)
+                                t = refs[i]()
+                                if t is not None and t.retains_grad:
+                                    watch = self._retained(outs.values())
+                                    break
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
                         handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
@@ -189,7 +213,10 @@ class BackwardRecord:
                     links = []
                     for input_nr, (child, output_nr) in enumerate(fn.next_functions):
                         if child is not None:
-                            k = op_of(child, None)
+                            cname = type(child).__name__  # (op_of, its common case inline)
+                            k = by_seq.get(child._sequence_nr()) if cname != "AccumulateGrad" else None
+                            if k is None or ops[k][_NAME] != cname:
+                                k = op_of(child, None)
                             crec = ops[k]
                             if crec[_OSCOPE] is None and crec[_FORWARD] is None:
                                 self.thaw(k)[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
@@ -198,7 +225,7 @@ class BackwardRecord:
                                 stack.append(child)
                     onext[j] = tuple(links)
         finally:
-            fn = child = None
+            fn = child = t = None
         return visited
 
     def _retained(self, records) -> tuple:
@@ -206,7 +233,7 @@ class BackwardRecord:
         out = []
         for i in records:
             t = self.refs[i]()
-            if t is not None and not t.is_leaf and t.retains_grad:
+            if t is not None and t.retains_grad:  # (False for a leaf; is_leaf is not read, see complete)
                 out.append(i)
         return tuple(out)
 

@@ -8,6 +8,7 @@ from typing import Any, Callable
 import torch
 
 from .facts import dtype_name, numel_of, plain_shape, read_head
+from .guard import _is_wrapped
 from .storages import saved_storages
 from ..graph import LIVE, UNREADABLE, SavedEntry, Summary
 
@@ -21,6 +22,10 @@ __all__ = [
 
 _Tensor = torch.Tensor
 _STRIDED = torch.strided
+_detach, _numel, _numpy, _item, _sum = _Tensor.detach, _Tensor.numel, _Tensor.numpy, _Tensor.item, _Tensor.sum
+#: Dtypes :func:`head` reads itself (numpy holds them); of those, the ones it sums to check.
+_FAST_DTYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool, torch.int8, torch.int16})
+_SUMMED = frozenset({torch.float32, torch.float64})
 
 # A tensor record is one immutable tuple of plain values (indexes below), so the garbage
 # collector stops tracking it at its first pass: a trace of many small ops must not fill
@@ -103,11 +108,31 @@ def head(t: _Tensor, shape: Any, limit: int, *, check: bool = True, finite: bool
     no element is NaN or inf (then nothing is reduced)."""
     if not limit or not t.is_cpu:
         return None  # (on accelerators reading would wait for the device)
-    if len(shape) == 1 and 0 < shape[0] <= limit and type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
-        try:
-            return (shape, t.dtype, shape[0], tuple(_Tensor.tolist(t)))
-        except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
-            pass
+    if type(t) is _Tensor and t.layout is _STRIDED and not t.is_nested:
+        if len(shape) == 1 and 0 < shape[0] <= limit:
+            try:
+                return (shape, t.dtype, shape[0], tuple(_Tensor.tolist(t)))
+            except Exception:  # noqa: BLE001 - quantized, storage-less (vmap) or odd data: read_head says what it can
+                pass
+        elif shape and t.dtype in _FAST_DTYPES and not _is_wrapped(t):
+            # The common large value, read as read_head reads it with fewer checks (its
+            # type, layout, device and dtype are known here): the head through numpy, and
+            # one sum saying whether it is finite; anything else, or a sum that is not
+            # finite, is read by read_head.
+            try:
+                d = _detach(t) if t.requires_grad else t
+                n = _numel(d)
+                values = tuple(_numpy(d).flat[:limit].tolist())
+            except Exception:  # noqa: BLE001 - read_head says what it can
+                return read_head(t, limit, check=check, finite=finite)
+            dtype = t.dtype
+            if n <= limit or not check or dtype not in _SUMMED:
+                return (shape, dtype, n, values)
+            if finite:
+                return (shape, dtype, n, values, None, True, None)
+            total = _item(_sum(d))
+            if total - total == 0:
+                return (shape, dtype, n, values, None, True, None)
     return read_head(t, limit, check=check, finite=finite)
 
 
@@ -128,7 +153,7 @@ def grad_head(g: Any, limit: int, *, finite: bool = False) -> Any:
 def kept_grad(t: Any, limit: int) -> Any:
     """The head of ``t.grad`` where torch keeps one (a leaf, or a retain_grad() tensor): never
     reading the .grad of another non-leaf, which would warn in the user's program."""
-    if t is None or not (t.is_leaf or t.retains_grad):
+    if t is None or not (t.retains_grad or t.is_leaf):
         return None
     return grad_head(t.grad, limit)
 

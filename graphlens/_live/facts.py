@@ -306,7 +306,7 @@ def tensor_node(
     **extra: Any,
 ) -> TensorNode:
     """A :class:`TensorNode` with the facts of the live tensor ``t`` right now."""
-    grad = t.grad if t.is_leaf or t.retains_grad else None
+    grad = t.grad if t.retains_grad or t.is_leaf else None
     return TensorNode(
         id=id,
         name=name,

@@ -186,7 +186,15 @@ class FrameNotes:
         if not names:
             return
         tnames = self.tnames
-        for name, t in zip(names, frame_values(frame, names)):
+        direct = self.direct
+        if direct is not None and direct[0] == prev and len(names) == 1:
+            # The block's own code made the call at prev and stored what it handed back: that
+            # tensor is what the name holds (no read of the frame's variables, which builds
+            # the frame's whole locals dict).
+            values: Any = (self.refs[direct[1]](),)
+        else:
+            values = frame_values(frame, names)
+        for name, t in zip(names, values):
             if isinstance(t, _Tensor):
                 i = self.index_of(t)
                 if i is not None and i not in tnames:

@@ -70,7 +70,7 @@ def _grad_names(recs: list, refs: list, tnames: dict, book: Any) -> dict:
         if t is None:
             continue
         name = book.name_of(t) or tnames.get(i)
-        if name and (t.is_leaf or t.retains_grad):
+        if name and (t.retains_grad or t.is_leaf):
             g = t._grad if type(t) in (torch.Tensor, torch.nn.Parameter) else None  # (a subclass may watch reads)
             if isinstance(g, torch.Tensor):
                 out.setdefault(id(g), (weakref.ref(g), f"{name}.grad"))

@@ -129,6 +129,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.last_lasti = -1
         self.targets: dict[int, tuple[str, ...]] | None = None  # the block's store targets (names.store_targets)
         self.calls_seen = 0  # len(calls) when the block's frame last moved on
+        self.direct: tuple[int, int] | None = None  # (lasti, record) of the tensor the block's own code got from its last call (see look_back)
 
     # -- tensors -------------------------------------------------------------------------
     def begin_pass(self, roots: list, *, kept: bool, created: bool = False) -> None:
@@ -464,14 +465,19 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         if h is not None and _not_finite(h):
             self.note_where(j, args)  # (rare: where a NaN or inf was made, inside the user's functions too)
             self.settle(ins)
-        if caller is not None:
-            self.note_inner(j, name, args, caller)
+        if caller is frame:
+            self.direct = (lasti, i)  # (what a store right after this call puts in a variable)
+        else:
+            self.direct = None
+            if caller is not None:
+                self.note_inner(j, name, args, caller)
         if self.saved:
             self.read_saved_now(fn, j, (i,))
 
     def record_any(self, func, kind: int, args: tuple, kwargs: dict, out: Any, caller: FrameType | None = None) -> None:
         """Record any call: several outputs, containers, in-place ops, no_grad regions,
         detach, tensors from outside the block."""
+        self.direct = None
         if isinstance(out, _Tensor):
             outs: list = [out]
         else:
@@ -607,6 +613,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         """A call that handed the value of ``t`` out as Python or NumPy numbers (``.item()``,
         ``.numpy()``, ...): an op with that input and no tensor output, when ``t`` requires
         grad (the value leaves the graph there: whatever is made from it has no history)."""
+        self.direct = None
         if not t.requires_grad or not _grad_enabled():
             return
         frame = self.frame

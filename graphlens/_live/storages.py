@@ -87,7 +87,7 @@ class StorageBook:
             base = t if base is None else base
             storage = _T.untyped_storage(t)
             ptr, nbytes = storage.data_ptr(), storage.nbytes()
-            if base.grad_fn is not None:
+            if not base.is_leaf:  # (a backward node made it: read without making the node's Python object)
                 kind = "activation"
             elif base.requires_grad:
                 kind = "parameter"
