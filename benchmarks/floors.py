@@ -168,8 +168,7 @@ def _facts_of(t: torch.Tensor) -> tuple:
     dtype, the head of its value (numpy, no torch op) and one reduction saying whether it
     is finite."""
     d = t.detach()
-    head = d.numpy().flat[:8].tolist() if d.dtype.is_floating_point else None
-    finite = d.sum().item() if d.numel() > 8 and d.dtype.is_floating_point else None
+    head, finite = _value_facts(d) if d.dtype.is_floating_point else (None, None)
     return (tuple(t.shape), t.dtype, t.is_leaf, t.requires_grad, t._version, t.is_leaf and t.grad is None, head, finite)
 
 
@@ -431,7 +430,7 @@ class FactsFloorMode(_HookMode):
         self.recs: list = []
         self.refs: list = []
         self.flowed: list = []
-        self.frame = sys._getframe(2)
+        self.frame = sys._getframe(1)  # (the block that made the mode: its line is read per call)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.backward:

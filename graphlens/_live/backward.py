@@ -159,8 +159,6 @@ class BackwardRecord:
         )
         read = self.saved
         op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
-        refs = self.refs
-        t = None
         try:
             with paused_gc():
                 while stack:
@@ -181,15 +179,7 @@ class BackwardRecord:
                         else:
                             outs = orec[_OUTS]
                             targets = tuple(outs.items())
-                            watch = ()
-                            for i in outs.values():
-                                # (retains_grad only: reading is_leaf or grad_fn of a view changed
-                                # in place since it was used would rebuild its node now and move
-                                # its retain_grad hook off the node backward is about to run)
-                                t = refs[i]()
-                                if t is not None and t.retains_grad:
-                                    watch = self._retained(outs.values())
-                                    break
+                            watch = self._retained(outs.values())
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
                         handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
@@ -225,7 +215,7 @@ class BackwardRecord:
                                 stack.append(child)
                     onext[j] = tuple(links)
         finally:
-            fn = child = t = None
+            fn = child = None
         return visited
 
     def _retained(self, records) -> tuple:
@@ -233,7 +223,10 @@ class BackwardRecord:
         out = []
         for i in records:
             t = self.refs[i]()
-            if t is not None and t.retains_grad:  # (False for a leaf; is_leaf is not read, see complete)
+            # (retains_grad only, False for a leaf: reading is_leaf or grad_fn of a view changed in
+            # place since it was used would rebuild its node now and move its retain_grad hook
+            # off the node backward is about to run)
+            if t is not None and t.retains_grad:
                 out.append(i)
         return tuple(out)
 
