@@ -27,7 +27,10 @@ Or run every law over random programs with hypothesis (``pip install graphlens[t
 >>> @settings(max_examples=5, database=None, deadline=None)
 ... @given(programs(max_ops=4))
 ... def test_autograd_laws(program):
-...     check_all(program)
+...     try:
+...         check_all(program)
+...     except TorchIssue:  # a known PyTorch defect (TORCH_ISSUES), not a broken law
+...         pass
 >>> test_autograd_laws()
 
 A failing example prints as a standalone script (``repr(program)`` is its source).
