@@ -501,9 +501,15 @@ def saved_rows(fn: Any, resolve: Callable | None = None, *, book: StorageBook | 
     :func:`saved_attributes` gives, when the entries are asked for."""
     rows = []
     for attr, short, raw in _saved_names(fn):
-        if raw is not None and _slot_state(fn, raw) is HIDDEN:
-            rows.append(_entry(fn, attr, short, raw, resolve, None, book)[0])
-            continue
+        if raw is not None:
+            try:  # (the common slot read inline: one SavedTensor, no hook on it)
+                slot = getattr(fn, raw)
+                hidden = slot.unpack_hook is not None if type(slot) is _SAVED_TENSOR else _slot_state(fn, raw) is HIDDEN
+            except Exception:  # noqa: BLE001 - _slot_state says what it can
+                hidden = _slot_state(fn, raw) is HIDDEN
+            if hidden:
+                rows.append(_entry(fn, attr, short, raw, resolve, None, book)[0])
+                continue
         try:
             value = getattr(fn, attr)
         except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk

@@ -338,47 +338,54 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         # (name, value[, storages]) otherwise.
         rows = []
         moving = []
-        by_id, refs, storages_of = self.by_id, self.refs, self.storages.of
-        for k, (attr, short, _raw) in enumerate(saved_plan(fn)):
+        k = -1
+        for attr, short, _raw in saved_plan(fn):
+            k += 1
             try:
                 value = getattr(fn, attr)
             except Exception:  # noqa: BLE001 - an odd attribute must not break the program
                 rows.append((short,))
                 moving.append(k)
                 continue
-            if isinstance(value, _Tensor):
-                i = by_id.get(id(value))
-                if i is None or refs[i]() is not value:
-                    i = -1
-                    for o in outputs:
-                        t = refs[o]()
-                        if t is not None and same_data(t, value):
-                            i = o
-                            break
-                try:
-                    shape = tuple(value.shape)
-                except RuntimeError:  # a strided nested tensor
-                    shape = shape_of(value)
-                storages = storages_of(value)
-                if i < 0 and shape == () and not _Tensor.is_complex(value) and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
-                    try:
-                        rows.append((short, i, shape, value.dtype, storages, _Tensor.item(value)))
-                    except Exception:  # noqa: BLE001 - meta or fake data holds no number
-                        rows.append((short, i, shape, value.dtype, storages))
-                else:
-                    rows.append((short, i, shape, value.dtype, storages))
+            cls = type(value)
+            if cls is _Tensor or isinstance(value, _Tensor):
+                rows.append(self._saved_tensor_row(short, value, outputs))
                 moving.append(k)
-            elif value is None or type(value) in _NUMBERS:
+            elif value is None or cls in _NUMBERS:
                 rows.append((short, value))
             else:
                 plain, holds = saved_value(value)
                 if holds:
-                    rows.append((short, plain, storages_of(value)))
+                    rows.append((short, plain, self.storages.of(value)))
                     moving.append(k)
                 else:
                     rows.append((short, plain))
         self.rows[j] = tuple(rows)
-        self.volatile[j] = tuple(moving)
+        if moving:
+            self.volatile[j] = tuple(moving)
+
+    def _saved_tensor_row(self, short: str, value: _Tensor, outputs: tuple) -> tuple:
+        """The compact row of one saved tensor (see :meth:`read_saved_now`)."""
+        refs = self.refs
+        i = self.by_id.get(id(value))
+        if i is None or refs[i]() is not value:
+            i = -1
+            for o in outputs:
+                t = refs[o]()
+                if t is not None and same_data(t, value):
+                    i = o
+                    break
+        try:
+            shape = tuple(value.shape)
+        except RuntimeError:  # a strided nested tensor
+            shape = shape_of(value)
+        storages = self.storages.of(value)
+        if i < 0 and shape == () and not _Tensor.is_complex(value) and unreadable_why(value) is None:  # a wrapped number (w * 3 saves 3)
+            try:
+                return (short, i, shape, value.dtype, storages, _Tensor.item(value))
+            except Exception:  # noqa: BLE001 - meta or fake data holds no number
+                pass
+        return (short, i, shape, value.dtype, storages)
 
     def saved_of(self, j: int) -> tuple | None:
         """Op ``j``'s saved entries as :class:`SavedEntry` records (None: never read)."""

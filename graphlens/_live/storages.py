@@ -19,27 +19,32 @@ _SAVED_TENSOR = getattr(torch._C._autograd, "SavedTensor", None)
 
 #: 0-d tensors of the lowest dtype of each category a Python number is wrapped as: torch's type
 #: promotion lets a wrapped number (and only one) take the other operand's dtype.
-_WRAPPED_PROBES: dict = {}
+_WRAPPED_PROBES: dict = {
+    dtype: torch.zeros((), dtype=low)
+    for dtype, low in ((torch.float64, torch.float16), (torch.int64, torch.int8), (torch.complex128, torch.complex64))
+}
 
 
 def wrapped_number(t: torch.Tensor) -> bool:
     """Whether ``t`` is a Python number torch wrapped into a 0-d tensor (``x * 0.5`` saves 0.5).
     Only such a tensor loses type promotion to a 0-d tensor of a lower dtype of its category;
     a Python bool cannot be told apart (it stays counted)."""
-    dtype = t.dtype
-    if dtype not in (torch.float64, torch.int64, torch.complex128) or t.dim() != 0 or not t.is_cpu:
+    probe = _WRAPPED_PROBES.get(t.dtype)
+    if probe is None or t.dim() != 0 or not t.is_cpu:
         return False
-    probe = _WRAPPED_PROBES.get(dtype)
-    if probe is None:
-        low = {torch.float64: torch.float16, torch.int64: torch.int8, torch.complex128: torch.complex64}[dtype]
-        probe = _WRAPPED_PROBES[dtype] = torch.zeros((), dtype=low)
     try:
-        return torch.result_type(probe, t) != dtype
+        return _result_type(probe, t) is not t.dtype
     except Exception:  # noqa: BLE001 - a subclass or fake tensor: not a plain number
         return False
 
 
+_result_type = torch.result_type
+
+
 _EXPIRED = torch.UntypedStorage._expired  # type: ignore[attr-defined]
+_STORAGE_OF = _T.untyped_storage
+_IS_VIEW = _T._is_view
+_BASE_OF = _T._base.__get__  # type: ignore[attr-defined]
 _FREE_WEAK_REF = torch.UntypedStorage._free_weak_ref  # type: ignore[attr-defined]
 
 
@@ -83,10 +88,12 @@ class StorageBook:
         try:
             if type(t) is not _T and unreadable_why(t) is not None:
                 return None
-            base = _T._base.__get__(t) if _T._is_view(t) else None  # type: ignore[attr-defined]
-            base = t if base is None else base
-            storage = _T.untyped_storage(t)
-            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+            storage = _STORAGE_OF(t)
+            ptr = storage.data_ptr()
+            nbytes = storage.nbytes()
+            base = _BASE_OF(t) if _IS_VIEW(t) else None
+            if base is None:
+                base = t
             if not base.is_leaf:  # (a backward node made it: read without making the node's Python object)
                 kind = "activation"
             elif base.requires_grad:
@@ -97,12 +104,14 @@ class StorageBook:
             if seen is None or _EXPIRED(seen[1]):
                 ref = storage._weak_ref()
                 self._refs.append(ref)
-                seen = self._seen[ptr] = (self._count, ref, None)
+                made = (self._count, nbytes, kind)
+                self._seen[ptr] = (self._count, ref, made)
                 self._count += 1
+                return made
         except Exception:  # noqa: BLE001 - no storage to read: the entry stays unmeasured
             return None
         made = seen[2]
-        if made is None or made[1] != nbytes or made[2] != kind:
+        if made[1] != nbytes or made[2] != kind:
             made = (seen[0], nbytes, kind)
             self._seen[ptr] = (seen[0], seen[1], made)
         return made
