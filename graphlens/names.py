@@ -12,6 +12,8 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from ._live.guard import node_unsafe
+
 __all__ = [
     "NameBook", "user_frame", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
     "INTERNAL_MODULES", "CALLER_NAME",
@@ -198,8 +200,10 @@ def _module_items(name: str, module: torch.nn.Module) -> list[tuple[str, torch.T
     return params + attrs
 
 
-def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> list[tuple[str, torch.Tensor]]:
-    """The named tensors visible in ``frame``: its locals first, then its globals.
+def frame_candidates(frame: FrameType | None, *, with_globals: bool = True, readable: bool = False) -> list[tuple[str, torch.Tensor]]:
+    """The named tensors visible in ``frame``: its locals first, then its globals;
+    ``readable``: only those whose node can be read without changing the program (see
+    :func:`graphlens._live.guard.node_unsafe`).
 
     On Python < 3.13 reading ``f_locals`` of a function frame fills a dict cached on the
     frame, the very one ``locals()`` returns.  When nobody else holds that dict it is
@@ -228,6 +232,8 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True) -> l
         del local_map
     if with_globals and is_function:
         out.extend(_items(frame.f_globals))
+    if readable:
+        out = [item for item in out if not node_unsafe(item[1])]
     return out
 
 
@@ -393,7 +399,7 @@ class NameBook:
         if override or key not in self._by_id:
             self._by_id[key] = name
             self._keep.append(t)
-        if t.retains_grad and t._version and t._is_view():
+        if node_unsafe(t):
             # (a retained view changed in place since it was made, through an alias: reading its
             # grad_fn would rebuild its node now and move its retain_grad hook off the node
             # backward will run, so its .grad would stay None. Left unnamed in the graph instead.)

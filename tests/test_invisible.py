@@ -945,3 +945,49 @@ def test_a_retained_view_changed_through_an_alias_keeps_its_grad_under_trace_and
     snapped = program(lambda loss, h0: gl.snapshot(loss, names={"h0": h0}))
     for got in (traced, snapped):
         assert got[0] is not None and torch.equal(got[0], plain[0]) and torch.equal(got[1], plain[1])
+
+
+def _stale_retained_view(ask):
+    """The program of the test above, with ``ask(trace, loss, h0)`` run after the in-place write
+    through the alias and before backward; returns ``(h0.grad, what ask returned)``."""
+    with gl.trace() as tr:
+        w0 = torch.tensor([1.0], requires_grad=True)
+        h0 = w0[0]
+        d1 = h0.detach()
+        h0.retain_grad()
+        loss = h0.tanh().sum()
+        d1.add_(1.0)
+    answer = ask(tr, loss, h0)
+    loss.backward()
+    return h0.grad, answer
+
+
+def _h0_grad_in_a_type_error(tr, loss, h0):
+    try:
+        h0.grad * 2  # (None before backward: a TypeError)
+    except TypeError as exc:
+        return gl.explain(exc)
+    raise AssertionError("h0.grad * 2 did not fail")
+
+
+@pytest.mark.parametrize("ask", [
+    lambda tr, loss, h0: tr.graph(),
+    lambda tr, loss, h0: gl.explain(h0, loss),
+    lambda tr, loss, h0: gl.explain(h0, tr),
+    lambda tr, loss, h0: gl.explain("h0", tr),
+    _h0_grad_in_a_type_error,
+], ids=["graph", "explain-live", "explain-trace", "explain-name", "explain-error"])
+def test_asking_about_a_stale_retained_view_before_backward_keeps_its_grad(ask):
+    """tr.graph(), explain() and explain(exc) called between the in-place write through an alias
+    and backward leave the retained view's .grad as plain torch gives it."""
+    plain, _ = _stale_retained_view(lambda tr, loss, h0: None)
+    got, _ = _stale_retained_view(ask)
+    assert plain is not None and got is not None and torch.equal(got, plain)
+
+
+def test_explain_of_a_stale_retained_view_says_what_it_does_not_read():
+    """Asked about such a view with a live root, explain answers from what it can read safely:
+    its own reason, the tensor's name, its .grad as it stands."""
+    _, before = _stale_retained_view(lambda tr, loss, h0: gl.explain(h0, loss))
+    assert before.reasons == ("retained_view_unread",) and before.tensor_name == "h0"
+    assert "None now" in str(before) and "version 1" in str(before)

@@ -306,16 +306,18 @@ def tensor_node(
     **extra: Any,
 ) -> TensorNode:
     """A :class:`TensorNode` with the facts of the live tensor ``t`` right now."""
-    grad = t.grad if t.retains_grad or t.is_leaf else None
+    retains = bool(t.retains_grad)  # (read first: it answers is_leaf without a read of the node, see node_unsafe)
+    is_leaf = not retains and t.is_leaf
+    grad = t.grad if retains or is_leaf else None
     return TensorNode(
         id=id,
         name=name,
         shape=shape_of(t),
         dtype=dtype_name(t.dtype),
         device=str(t.device),
-        is_leaf=t.is_leaf,
+        is_leaf=is_leaf,
         requires_grad=t.requires_grad,
-        retains_grad=bool(t.retains_grad),
+        retains_grad=retains,
         grad=summarize(grad, max_elements, stats=stats),
         version=version_of(t),
         is_view=bool(t._is_view()),

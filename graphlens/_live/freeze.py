@@ -12,6 +12,7 @@ from .capture import (
     _DETACHED_FROM, _DEVICE, _DTYPE, _FORWARD, _HEAD, _INS, _IS_LEAF, _IS_PARAM, _IS_VIEW, _NAME, _OP, _OREGION,
     _LASTI, _OSCOPE, _OUTPUT_NR, _REGION, _REQUIRES_GRAD, _SCOPE, _SHAPE, _VAR, _VERSION, readable,
 )
+from .guard import node_unsafe
 from .recorder import Recorder
 from .._util import paused_gc
 from ..graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
@@ -82,20 +83,20 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     stale = set(rec.stale)
     for i, r in enumerate(recs):  # tensors torch will not describe any more
         t = refs_[i]()
-        if t is not None and i not in stale and not readable(t):
+        if t is not None and i not in stale and not node_unsafe(t) and not readable(t):
             stale.add(i)
     t = None
     for i in range(len(recs)):
         r = recs[i]
         if i not in stale and not r[_REQUIRES_GRAD] and (r[_OP] is None or ops_[r[_OP]][_NAME] is None):
             t = refs_[i]()
-            if t is not None and version_of(t) == r[_VERSION] and t.grad_fn is not None:
+            if t is not None and version_of(t) == r[_VERSION] and not node_unsafe(t) and t.grad_fn is not None:
                 rec.adopted(t, i)
     t = None
     alive = []
     for i, r in enumerate(recs):
         t = refs_[i]()
-        if t is not None and i not in stale:
+        if t is not None and i not in stale and not node_unsafe(t):  # (such a view's node is reached from the others)
             fn = t.grad_fn
             if fn is not None:
                 alive.append(fn)

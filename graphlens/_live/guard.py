@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["quiet", "unreadable_why", "transform_active"]
+__all__ = ["quiet", "unreadable_why", "transform_active", "node_unsafe"]
 
 _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
@@ -54,3 +54,16 @@ def unreadable_why(t: _Tensor) -> str | None:
     if _is_wrapped(t):
         return "a tensor inside a torch.func transform"
     return None
+
+
+def node_unsafe(t: _Tensor) -> bool:
+    """Whether reading ``t.grad_fn`` or ``t.is_leaf`` could change what backward gives it: a
+    view that retains its grad, whose data was changed in place since it was made (possibly
+    through an alias). PyTorch then rebuilds the view's node on that read and moves the
+    retain_grad hook off the node backward runs, so ``t.grad`` would stay None.  (The version
+    the view was made at is not readable from Python: a view made after an earlier in-place
+    write answers True too.)  Reads only ``retains_grad``, ``_version`` and ``_is_view()``."""
+    try:
+        return bool(t.retains_grad and t._version and t._is_view())
+    except Exception:  # noqa: BLE001 - a subclass or wrapper without these: nothing to protect
+        return False

@@ -74,11 +74,11 @@ class Context:
             frame, lineno = user
             self.frame, self.lineno = frame, lineno
             self.line = linecache.getline(frame.f_code.co_filename, lineno).strip()
-            self.candidates = frame_candidates(frame)
+            self.candidates = frame_candidates(frame, readable=True)
         if caller is not None and (user is None or caller is not user[0]):
             # The frame that asks for the explanation often holds the variables (the error
             # may have been raised in a helper that it called).
-            self.candidates.extend(frame_candidates(caller))
+            self.candidates.extend(frame_candidates(caller, readable=True))
 
     def in_line(self, keep) -> list[tuple[str, torch.Tensor]]:
         """Candidates that ``keep`` accepts and whose name appears in the failing line,

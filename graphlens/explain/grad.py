@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 
-from .._live.guard import quiet
+from .._live.guard import node_unsafe, quiet
 from .._util import tensors_in
 from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
@@ -82,9 +82,40 @@ def explain(
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
             if isinstance(root, (Trace, Graph)):
                 return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision, frame=frame)
+            if isinstance(tensor, torch.Tensor) and node_unsafe(tensor):
+                return _view_unread(tensor, names, frame)
             return _explain_live(tensor, root, names=names, optimizer=optimizer, frame=frame, precision=precision)
     finally:
         del frame
+
+
+def _view_unread(tensor: torch.Tensor, names: Mapping[str, Any] | None, frame: FrameType | None) -> Explanation:
+    """The answer for a view that retains its grad and whose memory was changed in place
+    (:func:`~graphlens._live.guard.node_unsafe`): what is known without reading its node."""
+    from .._live.facts import summarize
+
+    name = next((n for n, t in (names or {}).items() if t is tensor), None)
+    if name is None and frame is not None:
+        name = next((n for n, t in frame_candidates(frame) if t is tensor), None)
+    who = name or "The tensor"
+    grad = tensor.grad  # (safe: it retains its grad, so reading .grad neither warns nor rebuilds)
+    held = None if grad is None else summarize(grad)
+    del grad
+    sentences = [
+        f"{who} is a view that retains its grad (retain_grad()), and the memory it views has been "
+        f"changed in place (version {tensor._version}).",
+        "If that change came after the view was made (through another tensor sharing its memory, such as a detach() of "
+        "it), reading its grad_fn or is_leaf now would make PyTorch rebuild its backward node and move the retain_grad "
+        "hook off the graph backward runs, so its .grad would stay None; Python cannot tell the two cases apart, so "
+        "graphlens reads neither and says only what it knows.",
+        f"Its .grad is {'None now' if held is None else 'set now: ' + held.format(PRECISION)}.",
+    ]
+    fix = (
+        "Record the program instead: with graphlens.trace() as tr: ... then explain("
+        + (repr(name) if name else "'name'") + ", tr) answers from what the trace saw as it ran. An in-place change "
+        "through a detached alias is also worth a second look: clone() the alias if it should not share memory."
+    )
+    return Explanation(["retained_view_unread"], sentences, fix=fix, tensor_name=name)
 
 
 def _explain_recorded(
@@ -95,7 +126,8 @@ def _explain_recorded(
     trace = root if isinstance(root, Trace) else None
     g = root.graph() if trace is not None else root
     if frame is not None:  # tensors the trace could not name that the caller's variables hold
-        candidates = [(n, t) for n, t in (names or {}).items() if isinstance(t, torch.Tensor)] + frame_candidates(frame)
+        candidates = [(n, t) for n, t in (names or {}).items() if isinstance(t, torch.Tensor) and not node_unsafe(t)]
+        candidates += frame_candidates(frame, readable=True)
         try:
             g = named_after(g, candidates)
         finally:
@@ -127,6 +159,8 @@ def _explain_recorded(
             )
     else:
         raise TypeError(f"tensor must be a torch.Tensor or a tensor's name in the graph, not {type(tensor).__name__}")
+    if live is not None and node_unsafe(live):
+        live = None  # (its node is not read: the answer is the record's, as for a tensor no longer alive)
     moved = moved_after(g, trace)
     if tid in moved and live is not None:  # (changed after the block: a NaN now is a value the trace never saw)
         later = with_later_version(g, tid, live)
@@ -317,6 +351,8 @@ def _explain_live(
             tensor = by_name[tensor]
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"tensor must be a torch.Tensor (or an exception to explain), not {type(tensor).__name__}")
+        candidates = [c for c in candidates if not node_unsafe(c[1])]
+        names = {n: t for n, t in names.items() if not (isinstance(t, torch.Tensor) and node_unsafe(t))} if names else names
         nonfinite = _nonfinite_live(tensor, candidates, names, unrecorded)
         if nonfinite is not None:
             return nonfinite

@@ -28,6 +28,9 @@ GRAD_REASONS: dict[str, str] = {
     "made_by_detach": "the tensor came from detach() (or .data): a new leaf that does not require grad",
     "integer_dtype": "the tensor has an integer or bool dtype, which can never require grad",
     "not_reachable": "the root's backward graph never reaches the tensor",
+    "retained_view_unread": "the tensor is a view that retains its grad and whose memory was changed in place: reading "
+    "its grad_fn or is_leaf could make PyTorch rebuild its node and move the retain_grad hook off the graph backward "
+    "runs, so graphlens does not read them and says only what is known without them",
     "grad_set_elsewhere": "the root does not reach the tensor, yet its .grad is set: that gradient came from a backward "
     "of another output (or an assignment to .grad), and this root's backward adds nothing to it",
     "cut_by_detach": "a detach() between the tensor and the root cuts the gradient path",
