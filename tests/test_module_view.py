@@ -334,3 +334,81 @@ def test_a_checkpoint_region_is_never_called_a_no_grad_block():
     answer = str(gl.explain(loss, tr))
     assert "records no graph" not in answer and "torch.checkpoint()" not in answer
     assert "argmax" in answer
+
+
+def _cycle(nodes, edges) -> list[str] | None:
+    """A cycle among the drawn nodes (as ids), or None: no autograd graph has one."""
+    drawn = {n.id for n in nodes}
+    succs: dict[str, list[str]] = {}
+    for e in edges:
+        if e.src != e.dst and e.src in drawn and e.dst in drawn:
+            succs.setdefault(e.src, []).append(e.dst)
+    state: dict[str, int] = {}
+    for start in drawn:
+        if start in state:
+            continue
+        path, stack = [start], [iter(succs.get(start, ()))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(succs.get(nxt, ())))
+    return None
+
+
+class Downsample(Block):
+    def __init__(self, c: int):
+        super().__init__(c)
+        self.down = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), nn.BatchNorm2d(c))
+
+    def forward(self, x):
+        out = self.act(self.bn1(self.conv1(x)))
+        return self.act(self.bn2(self.conv2(out)) + self.down(x))
+
+
+def test_a_snapshot_of_a_resnet_draws_no_cycle_and_no_backward_op_as_needing_no_grad():
+    """A snapshot infers scopes from parameter names, so each residual add lies between blocks: in every view, level and fold its picture has no cycle, and no box says its ops need no grad (each recorded a backward node)."""
+    torch.manual_seed(0)
+    model = Net([Block(4), Block(4), Downsample(4), Block(4), Block(4)])
+    g = gl.snapshot(model(torch.randn(2, 3, 6, 6)).pow(2).mean(), module=model)
+    assert all(op.name is not None for op in g.ops)
+    for view in ("data", "function"):
+        for depth in (None, 1, 2, 3):
+            for repeats in (True, False):
+                nodes, edges = scene(g, view=view, depth=depth, repeats=repeats, max_nodes=40)
+                where = (view, depth, repeats)
+                assert _cycle(nodes, edges) is None, (where, _cycle(nodes, edges))
+                assert not [n.id for n in nodes if n.kind == "box" and "needs no grad" in n.label], where
+    source = to_dot(g, view="function", repeats=False).source  # (this one drew a cycle, and the row planner climbed it forever)
+    assert "needs no grad" not in source and "layer1.0" in source
+
+
+def test_a_needs_no_grad_box_holds_only_ops_that_recorded_no_backward_node():
+    """In a traced BERT step, every op in a 'needs no grad' box made no backward node, in both views."""
+    transformers = pytest.importorskip("transformers")
+    transformers.utils.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=16)
+    model = transformers.BertModel(cfg)
+    ids = torch.randint(1, 60, (2, 10))
+    with gl.trace(module=model) as tr:
+        model(input_ids=ids, attention_mask=torch.ones(2, 10, dtype=torch.long)).last_hidden_state.pow(2).mean().backward()
+    g = tr.graph()
+    found = 0
+    for view in ("data", "function"):
+        nodes, edges = scene(g, view=view)
+        assert _cycle(nodes, edges) is None, view
+        for n in nodes:
+            if n.kind == "box" and "needs no grad" in n.label:
+                ops = [g.node(m) for m in n.members if m in g and isinstance(g.node(m), gl.OpNode)]
+                found += bool(ops)
+                assert all(op.name is None for op in ops), (view, n.id, [op.name for op in ops])
+    assert found

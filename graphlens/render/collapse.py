@@ -8,7 +8,7 @@ from .labels import esc, plural
 from .chains import collapse_chains, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import Graph
-from .modules import fold_loops, fold_repeats, lowered_ops, remap_edges
+from .modules import acyclic, fold_loops, fold_repeats, lowered_ops, remap_edges
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
 
 __all__ = ["collapse", "SIDE_PATH"]
@@ -30,15 +30,24 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     boxes: dict[int, dict] = {}  # depth -> its box map, and the collapsed picture (each built once)
     tried: dict[int, tuple] = {}
 
+    scene: list[_Scene] = []  # (what every depth reads of the nodes and edges: read once, when a depth is first tried)
+
     def box_at(k: int) -> dict:
         if k not in boxes:
-            boxes[k] = _box_map(nodes, edges, k)
+            if not scene:
+                scene.append(_Scene(nodes, edges))
+            boxes[k] = _box_map(nodes, edges, k, scene[0])
         return boxes[k]
 
     def at(k: int) -> tuple:
         if k not in tried:
             box = box_at(k)
-            tried[k] = (bool(box), _fold(*_collapse_scopes(nodes, edges, box, lowered), o))
+            boxed = _collapse_scopes(nodes, edges, box, lowered)
+            if box and not acyclic(*boxed) and acyclic(nodes, edges):
+                # (boxes that would feed each other in a circle, which no autograd graph
+                # does, e.g. around scopes a snapshot inferred: this level is not drawn)
+                box, boxed = {}, (nodes, edges)
+            tried[k] = (bool(box), _fold(*boxed, o))
         return tried[k]
 
     def fits_at(k: int) -> bool:
@@ -68,15 +77,6 @@ def _fold(nodes: list[Node], edges: list[Edge], o: Options) -> tuple[list[Node],
     return fold_repeats(nodes, edges) if o.repeats else (nodes, edges)
 
 
-def _scope_box(scope: str | None, depth: int) -> str | None:
-    if not scope:
-        return None
-    parts = scope.split(".")
-    if len(parts) < depth:
-        return None
-    return ".".join(parts[:depth])
-
-
 _REGION_SEP = "\x00"
 _CALL_SEP = "\x01"
 _SIDE = "\x03"  # (a box of an open module's ops on tensors that need no grad)
@@ -84,64 +84,89 @@ _SIDE = "\x03"  # (a box of an open module's ops on tensors that need no grad)
 SIDE_PATH = ".(needs no grad)"
 
 
-def _box_map(nodes: list[Node], edges: list[Edge], depth: int) -> dict[str, str]:
+class _Scene:
+    """What :func:`_box_map` reads of a scene at every depth, read once per picture."""
+
+    __slots__ = ("order", "pairs", "scoped", "side", "named", "named_flow", "params", "param_flow", "tensors")
+
+    def __init__(self, nodes: list[Node], edges: list[Edge]) -> None:
+        self.order = [n.id for n in nodes]
+        self.pairs = [(e.src, e.dst) for e in edges]
+        self.scoped = [(n.id, n.scope.split("."), n.region) for n in nodes if n.scope]
+        # An open module's own work on tensors that need no grad (BERT's attention mask, the
+        # position ids) is one box beside the gradient path, not a dozen green leaves. An op
+        # that recorded a backward node is never in it (its result needs grad, even where
+        # the picture draws no tensor of it: a snapshot's ops, the function view).
+        grad_tensors = {n.id for n in nodes if n.kind == "tensor" and n.rg}
+        touches: set[str] = set()
+        for src, dst in self.pairs:
+            if src in grad_tensors or dst in grad_tensors:
+                touches.add(src)
+                touches.add(dst)
+        self.side = [
+            (n.id, f"{n.scope}{_SIDE}") for n in nodes
+            if (n.scope and n.region is None and not n.rg and not n.param and not n.named and not n.backward
+                and n.kind in ("op", "tensor") and n.id not in touches)
+        ]
+        self.tensors = {n.id for n in nodes if n.kind == "tensor"}
+        self.named = [n.id for n in nodes if n.kind == "tensor" and n.named and not n.param]
+        self.params = [n.id for n in nodes if n.kind == "tensor" and n.param]
+        flow = [(e.src, e.dst) for e in edges if e.kind != "detach"]
+        named, params = set(self.named), set(self.params)
+        self.named_flow = [(s, d) for s, d in flow if s in named]
+        self.param_flow = [(s, d) for s, d in flow if s in params]
+
+
+def _box_map(nodes: list[Node], edges: list[Edge], depth: int, scene: _Scene | None = None) -> dict[str, str]:
     """node id -> submodule box name, for nodes collapsed at ``depth``.  A submodule that
     ran more than once (each iteration of a training loop, each step of an unrolled RNN)
     gets one box per run, where the runs share nothing but parameters: one box for all
-    would be drawn feeding itself.  A box needs an op: tensors alone stay visible."""
+    would be drawn feeding itself.  A box needs an op: tensors alone stay visible.
+    ``scene``: what the picture's nodes and edges give every depth (read once for many)."""
+    s = scene if scene is not None else _Scene(nodes, edges)
     scoped: dict[str, str] = {}
-    for n in nodes:
-        b = _scope_box(n.scope, depth)
-        if b is not None:
+    for nid, parts, region in s.scoped:
+        if len(parts) >= depth:
+            b = ".".join(parts[:depth])
             # A submodule run inside no_grad is a different box from its training run.
-            scoped[n.id] = b if n.region is None else f"{b}{_REGION_SEP}{n.region}"
-    # An open module's own work on tensors that need no grad (BERT's attention mask, the
-    # position ids) is one box beside the gradient path, not a dozen green leaves.
-    grad_tensors = {n.id for n in nodes if n.kind == "tensor" and n.rg}
-    touches: dict[str, bool] = {}
-    for e in edges:
-        if e.src in grad_tensors or e.dst in grad_tensors:
-            touches[e.src] = touches[e.dst] = True
-    for n in nodes:
-        if (n.id not in scoped and n.scope and n.region is None and not n.rg and not n.param and not n.named
-                and n.kind in ("op", "tensor") and not touches.get(n.id)):
-            scoped[n.id] = f"{n.scope}{_SIDE}"
+            scoped[nid] = b if region is None else f"{b}{_REGION_SEP}{region}"
+    for nid, b in s.side:
+        if nid not in scoped:
+            scoped[nid] = b
     # The program's own variables stay visible between the boxes: a named tensor that
     # something outside its box uses (``h = model.enc(x)`` read by ``model.dec``), or
     # nothing at all (an output); one used only inside its box (``out`` inside a block's
     # forward) is part of the box.
     users: dict[str, set] = {}
-    for e in edges:
-        if e.kind != "detach":
-            users.setdefault(e.src, set()).add(scoped.get(e.dst))
-    for n in nodes:
-        if n.kind == "tensor" and n.named and not n.param and n.id in scoped:
-            used = users.get(n.id)
-            if not used or used != {scoped[n.id]}:
-                del scoped[n.id]
-    by_id = {n.id: n for n in nodes}
-    params = {nid for nid in scoped if by_id[nid].kind == "tensor" and by_id[nid].param}
-    box = _runs({nid: b for nid, b in scoped.items() if nid not in params}, nodes, edges)
+    for src, dst in s.named_flow:
+        users.setdefault(src, set()).add(scoped.get(dst))
+    for nid in s.named:
+        if nid in scoped:
+            used = users.get(nid)
+            if not used or used != {scoped[nid]}:
+                del scoped[nid]
+    params = set(s.params)
+    box = _runs({nid: b for nid, b in scoped.items() if nid not in params}, s.order, s.pairs)
     # A parameter folds into the one box that consumes it (with its own scope or none).
     consumers: dict[str, set] = {}
-    for e in edges:
-        if e.kind != "detach":
-            consumers.setdefault(e.src, set()).add(box.get(e.dst))
-    for n in nodes:
-        if n.id in box or n.kind != "tensor" or not n.param:
+    for src, dst in s.param_flow:
+        consumers.setdefault(src, set()).add(box.get(dst))
+    for nid in s.params:
+        if nid in box:
             continue
-        targets = consumers.get(n.id)
+        targets = consumers.get(nid)
         if targets and len(targets) == 1:
             (b,) = targets
-            if b is not None and (n.id not in scoped or b.partition(_CALL_SEP)[0].partition(_REGION_SEP)[0] == scoped[n.id]):
-                box[n.id] = b
-    with_ops = {b for nid, b in box.items() if by_id[nid].kind != "tensor"}
+            if b is not None and (nid not in scoped or b.partition(_CALL_SEP)[0].partition(_REGION_SEP)[0] == scoped[nid]):
+                box[nid] = b
+    tensors = s.tensors
+    with_ops = {b for nid, b in box.items() if nid not in tensors}
     return {nid: b for nid, b in box.items() if b in with_ops}
 
 
-def _runs(box: dict[str, str], nodes: list[Node], edges: list[Edge]) -> dict[str, str]:
+def _runs(box: dict[str, str], order: list[str], pairs: list[tuple[str, str]]) -> dict[str, str]:
     """``box`` with each box split into its runs (the pieces its members' edges join),
-    numbered in graph order when there is more than one."""
+    numbered in graph order (``order``: the node ids) when there is more than one."""
     parent = {nid: nid for nid in box}
 
     def find(x: str) -> str:
@@ -150,21 +175,26 @@ def _runs(box: dict[str, str], nodes: list[Node], edges: list[Edge]) -> dict[str
             x = parent[x]
         return x
 
-    for e in edges:
-        b = box.get(e.src)
-        if b is not None and box.get(e.dst) == b:
-            ra, rb = find(e.src), find(e.dst)
+    get = box.get
+    for src, dst in pairs:
+        b = get(src)
+        if b is not None and get(dst) == b:
+            ra, rb = find(src), find(dst)
             if ra != rb:
                 parent[rb] = ra
-    pieces: dict[str, list[str]] = {}  # box -> its pieces' roots, in graph order
-    for n in nodes:
-        b = box.get(n.id)
-        if b is not None and find(n.id) not in pieces.setdefault(b, []):
-            pieces[b].append(find(n.id))
+    root_of = {nid: find(nid) for nid in box}
+    pieces: dict[str, dict[str, int]] = {}  # box -> its pieces' roots, numbered in graph order
+    for nid in order:
+        b = get(nid)
+        if b is not None:
+            roots = pieces.get(b)
+            if roots is None:
+                roots = pieces[b] = {}
+            roots.setdefault(root_of[nid], len(roots) + 1)
     out: dict[str, str] = {}
     for nid, b in box.items():
         roots = pieces[b]
-        out[nid] = b if len(roots) == 1 else f"{b}{_CALL_SEP}{roots.index(find(nid)) + 1}"
+        out[nid] = b if len(roots) == 1 else f"{b}{_CALL_SEP}{roots[root_of[nid]]}"
     return out
 
 

@@ -8,7 +8,7 @@ from ..graph import Graph
 from .labels import esc
 from .scene import Edge, Node
 
-__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold_loops", "fold", "remap_edges", "REPEAT", "repeat_title"]
+__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold_loops", "fold", "acyclic", "remap_edges", "REPEAT", "repeat_title"]
 
 #: A region whose name starts with this marks the nodes of a block drawn once for N repeats.
 REPEAT = "\x02"
@@ -168,9 +168,42 @@ def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[
 
 def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]]) -> tuple[list[Node], list[Edge]]:
     """Draw each run of alike blocks once: ``runs`` holds, per run, its blocks (each a list of
-    nodes, the same graph node for node), the run's title and the first block's name."""
+    nodes, the same graph node for node), the run's title and the first block's name.
+
+    A run whose blocks are joined through nodes outside them (a residual add a snapshot
+    could place in no block) is left unfolded: drawn once, it would feed itself, a cycle
+    no autograd graph has."""
     if not runs:
         return nodes, edges
+    out = _fold(nodes, edges, runs)
+    if acyclic(*out) or not acyclic(nodes, edges):
+        return out
+    runs = [run for run in runs if acyclic(*_fold(nodes, edges, [run]))]
+    out = _fold(nodes, edges, runs) if runs else (nodes, edges)
+    return out if acyclic(*out) else (nodes, edges)
+
+
+def acyclic(nodes: list[Node], edges: list[Edge]) -> bool:
+    """Whether the picture's edges (between its nodes, loops aside) make no cycle."""
+    indegree = {n.id: 0 for n in nodes}
+    succs: dict[str, list[str]] = {}
+    for e in edges:
+        a, b = e.src, e.dst
+        if a != b and a in indegree and b in indegree:
+            succs.setdefault(a, []).append(b)
+            indegree[b] += 1
+    ready = [nid for nid, k in indegree.items() if k == 0]
+    done = 0
+    while ready:
+        done += 1
+        for b in succs.get(ready.pop(), ()):
+            indegree[b] -= 1
+            if not indegree[b]:
+                ready.append(b)
+    return done == len(indegree)
+
+
+def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]]) -> tuple[list[Node], list[Edge]]:
     folded: dict[str, str] = {}  # node id -> the first block's node that stands for it
     block_of: dict[str, tuple[int, int]] = {}  # node id -> (run, block) for every node of a run
     kept_region: dict[str, str] = {}

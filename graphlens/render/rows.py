@@ -182,12 +182,14 @@ def _spine(members: list[Node], preds: dict[str, set[str]], level: dict[str, int
             depth[n.id] = max((depth[p] + 1 for p in preds[n.id] if p in depth), default=0)
     cur = min(ids, key=lambda nid: (level[nid], -order[nid]))
     path = [cur]
+    on_path = {cur}  # (a collapsed picture can hold a cycle: the climb must end anyway)
     while True:
-        up = [p for p in preds[cur] if p in ids]
+        up = [p for p in preds[cur] if p in ids and p not in on_path]
         if not up:
             break
         cur = min(up, key=lambda nid: (-depth[nid], level[nid], order[nid]))
         path.append(cur)
+        on_path.add(cur)
     path.reverse()
     return path
 

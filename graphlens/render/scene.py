@@ -23,10 +23,10 @@ class Node:
     chain never make theirs."""
 
     __slots__ = ("id", "kind", "_label", "_make", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named",
-                 "frozen", "content")
+                 "frozen", "content", "backward")
 
     def __init__(self, id: str, kind: str, label: str | None, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False,
-                 param=False, named=False, make: tuple | None = None):
+                 param=False, named=False, make: tuple | None = None, backward=False):
         self.id = id
         self.kind = kind  # tensor | op | box | chain
         self._label = label
@@ -43,6 +43,7 @@ class Node:
         self.named = named
         self.frozen = False
         self.content: tuple = ()  # a box's members, as (kind, op text, marks): what makes two boxes alike
+        self.backward = backward  # an op that recorded a backward node (so its result needs grad)
 
     @property
     def label(self) -> str:
@@ -134,7 +135,7 @@ def op_node(op: OpNode, o: Options, cache: dict | None = None) -> Node:
         hit = cache.get(key)
         if hit is None:
             hit = cache[key] = op_node(op, o)
-        return Node(op.id, "op", hit.label, hit.attrs, region=op.region, scope=op.scope, sig=text, hl=hl)
+        return Node(op.id, "op", hit.label, hit.attrs, region=op.region, scope=op.scope, sig=text, hl=hl, backward=op.name is not None)
     label = op_label(op, text, saved=o.saved, names=o.names, precision=o.precision)
     attrs = {
         "shape": "box",
@@ -146,7 +147,7 @@ def op_node(op: OpNode, o: Options, cache: dict | None = None) -> Node:
         "height": "0.25",
         "margin": "0.08,0.03",
     }
-    return Node(op.id, "op", label, attrs, region=op.region, scope=op.scope, sig=text, hl=hl)
+    return Node(op.id, "op", label, attrs, region=op.region, scope=op.scope, sig=text, hl=hl, backward=op.name is not None)
 class DataParts(NamedTuple):
     """The data view before its nodes are made: the tensors and the drawn ops (in drawing
     order: tensors first), the edges as ``(src, dst)`` pairs (the indices in ``detach``
