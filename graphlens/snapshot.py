@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import weakref
-from functools import partial
 from itertools import accumulate, chain, compress
 from operator import itemgetter, not_
 from typing import Any, Mapping
@@ -164,7 +163,10 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
             outputs_of.setdefault(i, []).append(tid)
         starts = list(accumulate(counts, initial=0))
         book = StorageBook()  # (every saved tensor is alive during the walk: a storage's address names it)
-        for i, fn in enumerate(fns):
+        at = [0]  # (the op being read: its tensors near are listed only when it saved a tensor)
+
+        def resolve(value: torch.Tensor, name: str) -> str | None:
+            i = at[0]
             near = list(outputs_of.get(i, ()))
             for k in range(starts[i], starts[i + 1]):
                 c = child_ops[k]
@@ -172,7 +174,12 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
                     tid = variables.get(c) or by_output.get((c, child_nrs[k]))
                     if tid is not None:
                         near.append(tid)
-            saved_of.append(saved_rows(fn, partial(_resolve, near, refs, by_id), book=book))  # (entries made in build_ops)
+            return _resolve(near, refs, by_id, value, name)
+
+        for i, fn in enumerate(fns):
+            at[0] = i
+            saved_of.append(saved_rows(fn, resolve, book=book))  # (entries made in build_ops)
+        del resolve
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special
 

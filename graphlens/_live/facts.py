@@ -520,12 +520,13 @@ def saved_rows(fn: Any, resolve: Callable | None = None, *, book: StorageBook | 
         if value is _UNREAD:
             continue
         if isinstance(value, _T):
-            tid = resolve(value, short) if resolve is not None else None
+            storages = () if book is None else book.of(value)
+            # (a Python number torch wrapped, x * 0.5, is no tensor of the graph: not looked for)
+            tid = resolve(value, short) if resolve is not None and not (storages and storages[0][2] == "number") else None
             try:
                 shape = plain_shape(value.shape)
             except RuntimeError:
                 shape = shape_of(value)
-            storages = () if book is None else book.of(value)
             if shape == () and not _T.is_complex(value) and unreadable_why(value) is None:  # (as tensor_summary reads it)
                 try:
                     rows.append((short, tid, shape, value.dtype, storages, _T.item(value)))
