@@ -285,3 +285,37 @@ def test_anomaly_nan_plain_does_not_blame_a_square():
     assert e.reason == "anomaly_nan" and e.op == "PowBackward0" and e.line == "d = (x - 1) ** 2"
     assert "power below 1" not in str(e) and "this node's own derivative" not in str(e)
     assert "(x ** 2) is finite" in str(e) and "graphlens.trace()" in e.fix
+
+
+# -- a write through a detach() alias, which autograd does track ----------------------------------
+def _view_changed_through_detach(backward: bool):
+    """A view retaining its grad, changed in place through d1 = h0.detach() after tanh used it (tanh saved
+    its result, not h0: backward needs no changed value and raises nothing)."""
+    with gl.trace() as tr:
+        w0 = torch.tensor([1.0], requires_grad=True)
+        h0 = w0[0]
+        d1 = h0.detach()
+        h0.retain_grad()
+        loss = h0.tanh().sum()
+        d1.add_(1.0)
+        if backward:
+            loss.backward()
+    return tr, h0, w0
+
+
+@pytest.mark.parametrize("who", ["h0", "w0"])
+def test_a_change_through_detach_is_not_called_a_silent_data_change(who):
+    """The version counter moved (detach shares it): the answer never calls the change one through .data, nor the gradient wrong."""
+    tr, h0, w0 = _view_changed_through_detach(backward=True)
+    assert h0.grad is not None and abs(float(h0.grad) - (1 - torch.tanh(torch.tensor(1.0)) ** 2)) < 1e-6  # torch: right
+    e = _holds(gl.explain(who, tr))
+    assert "modified_through_data" not in e.reasons, e
+    assert ".data" not in str(e) and "silently wrong" not in str(e), e
+
+
+def test_the_backward_named_starts_from_an_output_that_requires_grad():
+    """Before backward, the answer tells to call loss.backward(): never from d1, a detached alias the block changed in place."""
+    tr, h0, w0 = _view_changed_through_detach(backward=False)
+    e = _holds(gl.explain("h0", tr))
+    assert "loss.backward()" in (e.fix or ""), e
+    assert "d1" not in str(e), e

@@ -162,8 +162,8 @@ def _freeze(rec: Recorder, names, module) -> Graph:
                 made = r[_HEAD]
                 if made is not None and (r[_VERSION] != node.version or (node.value is not None and made[3] != node.value.head)):
                     # Changed since it was used (in place through an alias: d = t.detach(); d += 1, or t.data):
-                    # the record shows the value the ops that used it saw.
-                    node = node._replace(value=make_summary(made))
+                    # the record shows the value the ops that used it saw, at the version they saw.
+                    node = node._replace(value=make_summary(made), version=r[_VERSION])
                 refs[tid] = refs_[i]
             else:
                 made = r[_HEAD]

@@ -17,7 +17,7 @@ from ..snapshot import snapshot
 from .live import find_live
 
 __all__ = [
-    "Context", "TENSOR_TYPES", "short", "root_graph", "root_label", "on_graph", "line_op", "assignment_line", "frame_objects",
+    "Context", "TENSOR_TYPES", "short", "root_graph", "backward_roots", "root_label", "on_graph", "line_op", "assignment_line", "frame_objects",
     "as_code",
 ]
 
@@ -184,13 +184,23 @@ def root_graph(g: Graph | None, ctx: Context) -> Graph | None:
     return None
 
 
+def backward_roots(g: Graph) -> list[str]:
+    """The ids of ``g``'s roots a backward can start from.  A trace that saw no backward takes
+    the outputs nothing used as its roots; among them only those that require grad and were
+    made by a call that recorded a backward node can start one: not ``d`` of ``d = t.detach();
+    d.add_(1)``, nor the record of ``t`` that write made (its values changed, its node did not)."""
+    ops = {o.id: o for o in g.ops}
+    able = [r.id for r in g.roots if r.requires_grad and (r.op is None or ops[r.op].name is not None)]
+    return able or [r.id for r in g.roots if r.requires_grad] or [r.id for r in g.roots]
+
+
 def root_label(g: Graph | None, ctx: Context) -> str:
     if ctx.root:
         n = ctx.name_of(ctx.root[0])
         if n:
             return n
     if g is not None and g.roots:
-        return " and ".join(r.label for r in g.roots)
+        return " and ".join(g.node(r).label for r in backward_roots(g))
     return "the output"
 
 

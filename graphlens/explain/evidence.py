@@ -16,7 +16,7 @@ from .paths import PathView
 from .types import Explanation
 
 __all__ = [
-    "name_among", "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "node_version", "data_aliases", "data_alias_sentence",
+    "name_among", "CtxChange", "ctx_changes", "ctx_change_sentence", "add_ctx_change", "grad_already_there", "changed_untracked", "saved_then_written", "node_version", "data_aliases", "data_alias_sentence",
     "hooks_of", "hook_sentence", "hook_fix", "producer", "rebound", "in_optimizer", "unrecorded_sentence",
 ]
 
@@ -89,11 +89,66 @@ def grad_already_there(
     return Explanation(reasons, sentences, fix=fix, tensor_name=name, tensor_id=tid, graph=g, path=(tid,))
 
 
-def changed_untracked(view: PathView, path: list[str], skip: frozenset | set = frozenset()) -> tuple[str, str, list[str]] | None:
+_INPLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"})
+
+
+def saved_then_written(view: PathView, path: list[str], skip: frozenset | set = frozenset()) -> tuple | None:
+    """What a trace saw: an op on the gradient's path saved a tensor for backward, and the
+    block then changed that tensor in place through a ``.data`` alias of it (``c = out.data;
+    c.zero_()``), which moves no version counter.  ``(sentence, fix, node ids, (the writing
+    call's name, its op id))`` or None."""
+    g = view.g
+    aliases = {t.id: t for t in g.tensors if t.made_by == "data" and t.detached_from is not None}
+    if not aliases:
+        return None
+    writers: dict[str, tuple] = {}  # tensor id -> (its .data alias, the op that wrote through it)
+    for e in g.edges:
+        if e.kind == "input" and e.src in aliases:
+            op, alias = view.o(e.dst), aliases[e.src]
+            f = op.forward or ""
+            later = [view.t(x) for x in view.adj.outputs.get(op.id, ())]
+            if (f.endswith("_") and not f.startswith("__") or f in _INPLACE_DUNDERS
+                    or any(o.name == alias.name and o.version > alias.version for o in later)):
+                writers.setdefault(alias.detached_from, (alias, op, later))
+    if not writers:
+        return None
+    for oid in path:
+        if not oid.startswith("op"):
+            continue
+        saver = view.o(oid)
+        for entry in saver.saved:
+            if entry.tensor not in writers or entry.tensor in skip:
+                continue
+            tid = entry.tensor
+            alias, op, later = writers[tid]
+            node = view.t(tid)
+            name, via = node.name or view.label(tid), alias.name or view.label(alias.id)
+            where = f" ({op.code}, line {op.line})" if op.code and op.line else f" ({op.forward})" if op.forward else ""
+            now = next((o.value for o in later if o.value is not None), None)
+            values = (f": it held {node.value.format()} when it was saved and holds {now.format()} after"
+                      if node.value is not None and now is not None and not same_head(now.head, node.value.head) else "")
+            text = (
+                f"{saver.label} saved {name} for backward, and the block then changed {name} in place through "
+                f"{via} = {name}.data{where}{values}. A change through .data does not move the version counter, so a "
+                f"backward run after it raises no error and computes with the changed values: the gradient is silently wrong."
+            )
+            fix = (
+                f"Do not change {name} through .data while its graph is needed: use {name}.detach() (backward then "
+                f"raises instead of computing a wrong gradient) or clone() it, and change the copy."
+            )
+            return text, fix, [alias.id, tid, oid, op.id], (op.forward, op.id)
+    return None
+
+
+def changed_untracked(view: PathView, path: list[str], skip: frozenset | set = frozenset()) -> tuple | None:
     """A tensor on the gradient's path whose values changed since it was made while its
     version did not: a change through ``.data`` (or another alias autograd does not track).
     Backward then computes with the changed values, silently.  ``skip``: tensors whose
-    version moved after the trace ended (a tracked change the trace did not see: not this)."""
+    version moved after the trace ended (a tracked change the trace did not see: not this).
+    What the trace itself saw (:func:`saved_then_written`) is told first."""
+    seen = saved_then_written(view, path, skip)
+    if seen is not None:
+        return seen
     for tid in path:
         if not tid.startswith("t") or tid in skip:
             continue

@@ -14,6 +14,7 @@ from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
 from .answer import Asked, Draft
+from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
@@ -176,7 +177,7 @@ def _explain_recorded(
         g = _renamed(g, earlier, g.node(tid))
         view, tid = PathView(g), earlier
         moved = moved_after(g, trace)
-    roots = [r.id for r in g.roots]
+    roots = backward_roots(g)
     ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {"moved_after": frozenset(moved)}
     if live is not None and isinstance(live, torch.nn.Parameter):

@@ -78,6 +78,8 @@ def reached_answer(a: Asked, d: Draft) -> None:
             d.sentences.append(changed[0])
             d.fix = changed[1]
             d.path = list(d.path) + [p for p in changed[2] if p not in d.path]
+            if len(changed) > 3 and d.fault_op is None:  # (the call that wrote through .data, as the trace saw it)
+                d.fault_op, d.fault_node = changed[3]
         hooks = hooks_of(a.live) if a.live is not None else []
         if hooks:
             d.reasons.append("hook_changed_grad")
