@@ -412,3 +412,25 @@ def test_a_needs_no_grad_box_holds_only_ops_that_recorded_no_backward_node():
                 found += bool(ops)
                 assert all(op.name is None for op in ops), (view, n.id, [op.name for op in ops])
     assert found
+
+
+def test_a_short_unrolled_loop_folds_in_both_views_counting_each_call():
+    """An LSTMCell run 30 times (a picture below max_nodes, above MODULE_NODES) folds in both views; the
+    function view holds each call's own gates inside the iteration, and the count is 30 calls, not 15 pairs."""
+    torch.manual_seed(0)
+    cell = nn.LSTMCell(4, 8)
+    with gl.trace(module=cell) as tr:
+        h = c = torch.zeros(1, 8)
+        for _ in range(30):
+            h, c = cell(torch.randn(1, 4), (h, c))
+        h.sum().backward()
+    g = tr.graph()
+    for view in ("data", "function"):
+        nodes, edges = scene(g, view=view)
+        assert len(nodes) <= MODULE_NODES, (view, len(nodes))
+        assert _cycle(nodes, edges) is None, view
+        source = to_dot(g, view=view).source
+        assert re.search(r"× (29|30): a loop", source), view
+        assert "× 15" not in source, view
+    fn_nodes, _ = scene(g, view="function")
+    assert sum(1 for n in fn_nodes if n.kind == "op" and "UnsafeSplitBackward0" in n.label) <= 2  # (the gates drawn once)

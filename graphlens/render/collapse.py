@@ -15,9 +15,9 @@ __all__ = ["collapse", "SIDE_PATH"]
 
 
 def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | None = None) -> tuple[list[Node], list[Edge]]:
-    """Collapse submodules at ``o.depth``, then, if still above ``o.max_nodes``, the body of
-    a loop ``graph``'s trace saw run many times (drawn once, "× N"), then repeated chains
-    of ops.
+    """Collapse submodules at ``o.depth``, then, if still above ``MODULE_NODES`` (or
+    ``o.max_nodes`` when lower), the body of a loop ``graph``'s trace saw run many times
+    (drawn once, "× N"), then, if still above ``o.max_nodes``, repeated chains of ops.
 
     ``o.depth=None`` picks the level: a model's graph (its nodes carry module scopes) above
     ``MODULE_NODES`` drawn nodes opens at the deepest module level whose picture fits in
@@ -66,7 +66,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         boxed, picture = at(depth)
         if boxed:
             nodes, edges = picture
-    if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source == "trace":
+    if len(nodes) > budget and o.repeats and graph is not None and graph.source == "trace":
         nodes, edges = fold_loops(graph, nodes, edges)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)

@@ -293,13 +293,39 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     start, period, repeats = _periodic(seq, minimum)
     if repeats < minimum:
         return nodes, edges
+    pattern = seq[start:start + period]
+    for q in range(1, period):  # (a body of one call, h, c = cell(x, (h, c)), repeats in pairs too: count its own runs)
+        if period % q == 0 and pattern == pattern[:q] * (period // q):
+            period, repeats = q, repeats * (period // q)
+            break
     iteration = {ops[start + k].id: k // period for k in range(period * repeats)}
+    # The backward nodes a call made inside itself (lstm_cell's gates: no forward call of
+    # their own, drawn in the function view) belong to the iteration of that call: each
+    # iteration, in forward order, claims what its calls' nodes reach through such nodes,
+    # up to another call's node, a leaf's AccumulateGrad, or a node claimed already.
+    children = graph.adjacency.next
+    stops = {op.id for op in graph.ops if op.forward is not None or op.is_accumulate_grad}
+    for k in range(period * repeats):
+        j = ops[start + k].id
+        stack = list(children.get(j, ()))
+        while stack:
+            x = stack.pop()
+            if x not in stops and x not in iteration:
+                iteration[x] = k // period
+                stack.extend(children.get(x, ()))
     made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
+    consumers = graph.adjacency.consumers
+    kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t in graph.roots}
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
         i = iteration.get(n.id)
         if i is None and n.kind == "tensor":
-            i = iteration.get(made_by.get(n.id))
+            op = made_by.get(n.id)
+            if op is not None:
+                i = iteration.get(op)
+            elif n.id not in kept:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
+                users = {iteration.get(c) for c in consumers.get(n.id, ())}
+                i = users.pop() if len(users) == 1 else None
         if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
             seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members}
             i = seen.pop() if len(seen) == 1 else None
