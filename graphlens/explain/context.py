@@ -189,8 +189,7 @@ def backward_roots(g: Graph) -> list[str]:
     the outputs nothing used as its roots; among them only those that require grad and were
     made by a call that recorded a backward node can start one: not ``d`` of ``d = t.detach();
     d.add_(1)``, nor the record of ``t`` that write made (its values changed, its node did not)."""
-    ops = {o.id: o for o in g.ops}
-    able = [r.id for r in g.roots if r.requires_grad and (r.op is None or ops[r.op].name is not None)]
+    able = [r.id for r in g.roots if r.requires_grad and (r.op is None or g.node(r.op).name is not None)]
     return able or [r.id for r in g.roots if r.requires_grad] or [r.id for r in g.roots]
 
 
