@@ -162,7 +162,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         for (i, _nr), tid in by_output.items():
             outputs_of.setdefault(i, []).append(tid)
         starts = list(accumulate(counts, initial=0))
-        book = StorageBook()  # (every saved tensor is alive during the walk: a storage's address names it)
+        book = StorageBook(weak=False)  # (every saved tensor is alive during the walk: a storage's address names it)
         at = [0]  # (the op being read: its tensors near are listed only when it saved a tensor)
 
         def resolve(value: torch.Tensor, name: str) -> str | None:
@@ -201,22 +201,26 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         ]
 
     def build_edges() -> list[Edge]:
+        # (each Edge made by tuple.__new__ with every field: the record Edge(...) makes, faster)
         rows = links()
+        ids = [f"op{i}" for i in range(len(rows))]
+        new = tuple.__new__
         edges = [
-            Edge(f"op{i}", f"op{j}", "next", input_nr, nr)
+            new(Edge, (ids[i], ids[j], "next", input_nr, nr))
             for i, row in enumerate(rows)
             for input_nr, (j, nr) in enumerate(row)
             if j >= 0
         ]
         # Forward edges between the known tensors and ops, for the data view.
-        edges.extend(Edge(t.op, t.id, "output", 0, t.output_nr) for t in tensors if t.op is not None)
-        for i, row in enumerate(rows):
-            for input_nr, (j, nr) in enumerate(row):
-                if j < 0:
-                    continue
-                tid = variables.get(j) or by_output.get((j, nr))
-                if tid is not None:
-                    edges.append(Edge(tid, f"op{i}", "input", input_nr, 0))
+        edges.extend(new(Edge, (t.op, t.id, "output", 0, t.output_nr)) for t in tensors if t.op is not None)
+        if variables or by_output:
+            for i, row in enumerate(rows):
+                for input_nr, (j, nr) in enumerate(row):
+                    if j < 0:
+                        continue
+                    tid = variables.get(j) or by_output.get((j, nr))
+                    if tid is not None:
+                        edges.append(new(Edge, (tid, ids[i], "input", input_nr, 0)))
         return edges
 
     return Graph(tensors, build_ops, build_edges, root_ids, source="snapshot", refs=refs)

@@ -11,6 +11,7 @@ from .facts import dtype_name, numel_of, plain_shape, read_head
 from .guard import _is_wrapped
 from .storages import saved_storages
 from ..graph import LIVE, UNREADABLE, SavedEntry, Summary
+from ..values import SavedStorage
 
 __all__ = [
     "func_name", "grad_fn_of", "readable", "sequence_now", "head", "grad_head", "kept_grad", "saved_entry",
@@ -160,15 +161,44 @@ def kept_grad(t: Any, limit: int) -> Any:
 
 def saved_entry(row: tuple) -> SavedEntry:
     """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now` or
-    :func:`~graphlens._live.facts.saved_rows` (a row that is a SavedEntry already is itself)."""
+    :func:`~graphlens._live.facts.saved_rows` (a row that is a SavedEntry already is itself).
+    The records are made with ``tuple.__new__`` (every field given: the same records as
+    their constructors make, without the keyword handling), and an entry of a plain value
+    that compares and hashes exactly (None, a bool, an int, a str) is made once per value."""
     if type(row) is SavedEntry:
         return row
-    if len(row) >= 5:  # (name, record or tensor id, shape, dtype, storages[, number of a 0-d one])
+    n = len(row)
+    if n >= 5:  # (name, record or tensor id, shape, dtype, storages[, number of a 0-d one])
         short, i, shape, dtype, storages = row[:5]
         shape = plain_shape(shape)
-        head = (row[5],) if len(row) == 6 else None
         tid = i if type(i) is not int else None if i < 0 else f"t{i}"
-        return SavedEntry(short, LIVE, tid, Summary(shape, dtype_name(dtype), numel_of(shape), head), None, saved_storages(storages))
-    if len(row) >= 2:  # (name, plain value[, storages of the tensors it holds])
-        return SavedEntry(row[0], LIVE, None, None, row[1], saved_storages(row[2]) if len(row) == 3 else ())
+        summary = _new(Summary, (shape, dtype_name(dtype), numel_of(shape), (row[5],) if n == 6 else None,
+                                 None, None, None, None, None, None, None))
+        return _new(SavedEntry, (short, LIVE, tid, summary, None, _storages(storages) if storages else ()))
+    if n == 2:  # (name, plain value)
+        value = row[1]
+        if type(value) in _EXACT:
+            key = (row[0], type(value), value)
+            entry = _PLAIN_ENTRIES.get(key)
+            if entry is None:
+                if len(_PLAIN_ENTRIES) >= 4096:
+                    _PLAIN_ENTRIES.clear()
+                entry = _PLAIN_ENTRIES[key] = _new(SavedEntry, (row[0], LIVE, None, None, value, ()))
+            return entry
+        return _new(SavedEntry, (row[0], LIVE, None, None, value, ()))
+    if n == 3:  # (name, plain value, storages of the tensors it holds)
+        return _new(SavedEntry, (row[0], LIVE, None, None, row[1], saved_storages(row[2])))
     return SavedEntry(row[0], UNREADABLE)
+
+
+_new = tuple.__new__
+#: Plain values whose equal keys are the same value (a float is not: 0.0 == -0.0).
+_EXACT = frozenset({type(None), bool, int, str})
+_PLAIN_ENTRIES: dict[tuple, SavedEntry] = {}
+
+
+def _storages(raw: tuple) -> tuple:
+    """:func:`~graphlens._live.storages.saved_storages`, for the common row of one storage."""
+    if len(raw) == 1:
+        return (_new(SavedStorage, raw[0]),)
+    return saved_storages(raw)

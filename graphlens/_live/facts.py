@@ -200,6 +200,8 @@ def _unread_layout(t: torch.Tensor) -> str | None:
 
 def numel_of(shape: tuple) -> int:
     """The element count of a plain shape; -1 when a size is symbolic or ragged."""
+    if not shape:
+        return 1
     if all(type(n) is int for n in shape):
         return math.prod(shape)
     return -1

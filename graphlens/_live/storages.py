@@ -57,11 +57,15 @@ class StorageBook:
     :class:`~graphlens.values.SavedStorage`): a trace of many ops then adds no object the
     cyclic garbage collector must keep visiting."""
 
-    __slots__ = ("_seen", "_count", "_refs", "_release", "__weakref__")
+    __slots__ = ("_seen", "_count", "_refs", "_release", "_weak", "__weakref__")
 
-    def __init__(self) -> None:
+    def __init__(self, *, weak: bool = True) -> None:
         self._seen: dict[int, tuple] = {}  # data pointer -> (number, weak reference, last tuple made)
         self._count = 0
+        # (weak=False: for a book filled while every storage it numbers stays alive, as in one walk
+        # of a live graph, where two storages alive at once never share an address; no weak
+        # reference is then taken)
+        self._weak = weak
         self._refs: list[int] = []  # every weak reference taken, released together when the book goes
         # (by torch's C function, mapped in C: no line of Python runs while the book is freed,
         # so an interrupt arriving then is never swallowed by a __del__)
@@ -101,9 +105,11 @@ class StorageBook:
             else:
                 kind = "number" if wrapped_number(t) else "untracked"
             seen = self._seen.get(ptr)
-            if seen is None or _EXPIRED(seen[1]):
-                ref = storage._weak_ref()
-                self._refs.append(ref)
+            if seen is None or (self._weak and _EXPIRED(seen[1])):
+                ref = None
+                if self._weak:
+                    ref = storage._weak_ref()
+                    self._refs.append(ref)
                 made = (self._count, nbytes, kind)
                 self._seen[ptr] = (self._count, ref, made)
                 self._count += 1
