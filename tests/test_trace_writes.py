@@ -188,3 +188,74 @@ def test_a_fill_holding_inf_made_in_a_helper_keeps_the_helpers_line():
     fill = next(t for t in g.tensors if t.made_by == "full")
     assert fill.line == _causal.__code__.co_firstlineno + 1 and fill.code.startswith("return torch.triu(")
     assert mask is not None
+
+
+# -- writes through a detach() alias --------------------------------------------------------------
+def _alias_program():
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = x * 2
+        d = y.detach()
+        d.add_(1)  # the write through the alias
+        z = y.sum()
+        z.backward()
+    return x, tr
+
+
+def test_a_write_through_a_detach_alias_is_noted_at_the_op_and_at_the_changed_tensor():
+    """d = y.detach(); d.add_(1): the add_ op's note says it changes y too, and y's record read by sum says add_ on d changed it, at its line."""
+    x, tr = _alias_program()
+    g = tr.graph()
+    add = next(o for o in g.ops if o.forward == "add_")
+    (op_note,) = g.notes[add.id]
+    assert "y" in op_note and "d" in op_note and "detach()" in op_note and "memory" in op_note
+    ys = g.find_all("y")
+    assert [t.version for t in ys] == [0, 1]
+    assert ys[0].id not in g.notes  # (the value mul made: nothing changed it yet)
+    (t_note,) = g.notes[ys[1].id]
+    assert "add_" in t_note and "on d" in t_note and f"line {add.line}" in t_note
+    assert ys[1].value.head == (3.0, 5.0, 7.0) and ys[0].value.head == (2.0, 4.0, 6.0)
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]  # (the program's own numbers)
+
+
+def test_the_alias_notes_are_drawn_beside_their_nodes():
+    """The DOT of such a trace holds both notes as note nodes."""
+    from graphlens.render import to_dot
+
+    _, tr = _alias_program()
+    src = to_dot(tr.graph()).source
+    assert src.count("shape=note") == 2 and "also changes y in place" in src and "changed in place by add_" in src
+
+
+def test_no_alias_note_without_a_shared_memory():
+    """d = y.detach().clone(); d.add_(1), and a write through .data (drawn as an edge instead), get no detach note."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = x * 2
+        d = y.detach().clone()
+        d.add_(1)
+        z = y.sum()
+    assert not tr.graph().notes
+    w = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr2:
+        loss = (w * 3).sum()
+        loss.backward()
+        w.data.sub_(0.1 * w.grad)
+        loss2 = (w * 3).sum()
+    assert not any("detach()" in n for notes in tr2.graph().notes.values() for n in notes)
+
+
+def test_a_write_through_a_detach_of_a_leaf_is_noted_too():
+    """w.detach().mul_(0.5) on a leaf: the op's note names w, and w's next record says mul_ changed it."""
+    w = torch.tensor([2.0, 4.0], requires_grad=True)
+    with gl.trace() as tr:
+        v = w.detach()
+        v.mul_(0.5)
+        loss = (w * w).sum()
+        loss.backward()
+    g = tr.graph()
+    op = next(o for o in g.ops if o.forward == "mul_")
+    assert "also changes w in place" in g.notes[op.id][0]
+    changed = [t for t in g.find_all("w") if t.id in g.notes]
+    assert len(changed) == 1 and "changed in place by mul_" in g.notes[changed[0].id][0] and changed[0].value.head == (1.0, 2.0)
+    assert w.grad.tolist() == [2.0, 4.0]

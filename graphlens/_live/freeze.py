@@ -211,7 +211,34 @@ def _freeze(rec: Recorder, names, module) -> Graph:
         consumed = {e.src for e in edges if e.kind in ("input", "detach")}
         roots = [t.id for t in tensors if t.id not in consumed and t.op is not None]
     notes = {f"t{i}": tuple(hook_note(n, code) for n, code in where) for i, where in rec.hook_lines.items()}
+    if rec.alias_writes:
+        _alias_notes(rec, tensors, ops, notes)
     return Graph(tensors, ops, edges, roots, source="trace", refs=refs, notes=notes)
+
+
+def _alias_notes(rec: Any, tensors: list, ops: list, notes: dict) -> None:
+    """Notes for the in-place writes through a ``detach()`` alias the trace saw (see
+    :meth:`~graphlens._live.writes.WriteNotes.note_alias_write`): at the op that wrote, the
+    tensor it changed too; at the record of that tensor made for its changed value, the op
+    and the alias that changed it (the diagram draws that record as the output of the op
+    whose backward node it still has, which did not make this value)."""
+    def name(i: int) -> str:
+        return tensors[i].name or f"an unnamed tensor ({tensors[i].id})"
+
+    for op, src, alias in rec.alias_writes:
+        text = ALIAS_OP_NOTE.format(source=name(src), alias=name(alias))
+        notes[f"op{op}"] = (*notes.get(f"op{op}", ()), text)
+    for k, w in sorted(rec.written_by.items()):
+        op, src, alias = rec.alias_writes[w]
+        o = ops[op]
+        where = f" (line {o.line})" if o.line is not None else ""
+        text = ALIAS_TENSOR_NOTE.format(op=o.forward or o.name or "an op", where=where, alias=name(alias), source=name(src))
+        notes[f"t{k}"] = (*notes.get(f"t{k}", ()), text)
+
+
+#: The note at an in-place op that wrote through a detach() alias, and at the changed tensor's new record.
+ALIAS_OP_NOTE = "also changes {source} in place: {alias} is a detach() of it, sharing its memory and version counter"
+ALIAS_TENSOR_NOTE = "changed in place by {op}{where} on {alias}, a detach() of {source} sharing its memory"
 
 
 #: The note a tensor with a gradient hook gets (read back by graphlens.explain).

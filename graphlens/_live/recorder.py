@@ -88,6 +88,12 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.calls: list[int] = []  # ops in the order they were called (forward)
         self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
         self.data_of: dict[int, int] = {}  # a .data alias's record -> the record of the tensor it shares memory with
+        self.detach_of: dict[int, int] = {}  # a detach() alias's record -> the record of the tensor it shares memory with
+        # In-place writes through a detach() alias: (op, record of the source before, record of the alias written);
+        # and the source's record made afterwards for its changed value -> the write that changed it.
+        self.alias_writes: list[tuple[int, int, int]] = []
+        self.written_by: dict[int, int] = {}  # new record -> index into alias_writes
+        self.pending_writes: dict[int, int] = {}  # source's latest record when written -> index into alias_writes
         self.autocast: dict[int, str] = {}  # op -> the dtype autocast ran it in (see note_autocast)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
@@ -181,6 +187,9 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             src = self.data_of.get(old)
             if src is not None:
                 self.data_of[i] = src
+            src = self.detach_of.get(old)
+            if src is not None:
+                self.detach_of[i] = src
         try:
             is_leaf = t.is_leaf if leaf is None else leaf  # (is_leaf reads grad_fn: see record_any)
         except RuntimeError:  # a view torch will not describe (see grad_fn_of): no graph of its own
@@ -236,7 +245,11 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                     # earlier than torch does, with an earlier sequence number, and change the
                     # order the engine runs the nodes in (and so the rounding of the sums).
                     stale = not _grad_enabled() and t._is_view()
-                    return self.new_tensor(t, op, rec[_OUTPUT_NR], None, None, leaf=rec[_IS_LEAF] if stale else None)
+                    k = self.new_tensor(t, op, rec[_OUTPUT_NR], None, None, leaf=rec[_IS_LEAF] if stale else None)
+                    w = self.pending_writes.pop(i, None)
+                    if w is not None:
+                        self.written_by[k] = w
+                    return k
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
                 if version_of(t) == rec[_VERSION]:
@@ -521,6 +534,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                 self.made[i] = how
                 if how[0] == "data" and src is not None:
                     self.data_of[i] = src  # (it shares no version counter with src: see written_through)
+                elif src is not None:
+                    self.detach_of[i] = src  # (it shares src's version counter: see note_alias_write)
             return
         out_ids = {id(t) for t in outs}
         in_ids = tuple([self.input(t, versions=id(t) not in out_ids) for t in ins])
@@ -582,6 +597,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             made.append(i)
         if inplace and self.data_of:
             self.written_through(op, made, region)
+        if inplace and self.detach_of:
+            self.note_alias_write(op, made)
         if fresh[0].dtype in _HALF and not inplace:
             self.note_autocast(op, fresh[0])
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):

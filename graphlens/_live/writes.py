@@ -1,4 +1,4 @@
-"""What a trace records of the program's writes: in-place targets first seen by the write, and tensors changed through a ``.data`` alias."""
+"""What a trace records of the program's writes: in-place targets first seen by the write, and tensors changed through a ``.data`` or ``detach()`` alias."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ __all__ = ["WriteNotes"]
 
 class WriteNotes:
     """The writes part of :class:`graphlens._live.recorder.Recorder` (a mixin: it uses the
-    recorder's ``tensors``, ``refs``, ``by_id``, ``data_of``, ``frame``, ``input``, ``settle``
-    and ``new_tensor``)."""
+    recorder's ``tensors``, ``refs``, ``by_id``, ``data_of``, ``detach_of``, ``alias_writes``,
+    ``pending_writes``, ``frame``, ``input``, ``settle`` and ``new_tensor``)."""
 
     def before_inplace(self, targets: list) -> None:
         """Record, before an in-place call, each target the trace has not seen: otherwise the
@@ -27,6 +27,27 @@ class WriteNotes:
                     if lasti != self.last_lasti:
                         self.look_back(self.frame, lasti)
                 self.settle((self.input(t),))  # (checked now: the call is about to change it)
+
+    def note_alias_write(self, op: int, made: list) -> None:
+        """Op ``op`` changed in place the tensors of records ``made``: where one of them is a
+        ``detach()`` alias (``d = y.detach(); d.add_(1)``), the tensor it shares memory and the
+        version counter with changed too.  Noted, for the diagram to say so at the op and at
+        the record of that tensor the next op that reads it makes (see ``input``): that record
+        keeps the op that made the tensor, whose backward node is still the one a gradient
+        reaches it through."""
+        refs, by_id = self.refs, self.by_id
+        for i in made:
+            src = self.detach_of.get(i)
+            if src is None:
+                continue
+            t, a = refs[src](), refs[i]()
+            if t is None or a is None or t._version != a._version:
+                continue  # (not the same counter any more: nothing to say for sure)
+            latest = by_id.get(id(t))
+            if latest is None or refs[latest]() is not t:
+                latest = src
+            self.alias_writes.append((op, latest, i))
+            self.pending_writes[latest] = len(self.alias_writes) - 1
 
     def written_through(self, op: int, made: list, region: str | None) -> None:
         """Op ``op`` changed in place the tensors of records ``made``: where one of them is a
