@@ -96,7 +96,10 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
     op = view.o(op_id)
     ins = [i for i in view.adj.inputs.get(op_id, ()) if view.t(i).requires_grad]
     out = view.t(out_id) if out_id else None
-    if not ins or (out is not None and out.requires_grad) or (out is None and op.name is not None):
+    # (torch.tensor([a, b], requires_grad=True): the copy is a new leaf that requires grad, with no
+    # path back to a and b; it cuts the path as the same copy without the flag does)
+    fresh_leaf = out is not None and out.requires_grad and out.is_leaf and op.name is None and (op.forward or "") in REWRAPS
+    if not ins or (out is not None and out.requires_grad and not fresh_leaf) or (out is None and op.name is not None):
         return None
     src = view.label(ins[0])
     where = _where(op.line, op.code)
@@ -151,10 +154,17 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
         )
         return Cut("cut_by_integer_op", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path), facts=facts)
     if out is not None and (op.forward or "") in REWRAPS:
-        text = (
-            f"torch.{op.forward}{at} copies the values of {src} into a new tensor without history, so "
-            f"{view.label(out_id)} does not require grad and the gradient path stops there."
-        )
+        if fresh_leaf:
+            text = (
+                f"torch.{op.forward}{at} copies the values of {src} into a new tensor without history: requires_grad=True "
+                f"makes {view.label(out_id)} a new leaf that requires grad, with no link back to {src}, so the gradient "
+                f"path stops there (backward fills that leaf's .grad and nothing before it)."
+            )
+        else:
+            text = (
+                f"torch.{op.forward}{at} copies the values of {src} into a new tensor without history, so "
+                f"{view.label(out_id)} does not require grad and the gradient path stops there."
+            )
         return Cut("cut_by_python_value", op.forward, op_id, view.label(out_id), op.line, op.code, text, tuple(path), facts=facts)
     if out is None and (op.forward or "") in {"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__"}:
         text = f"{op.forward}(){at} took the value of {src} out of the graph as a plain number."
@@ -526,8 +536,9 @@ def cut_fix(cut, root: str | None) -> str:
     if cut.kind == "cut_by_python_value":
         return (
             f"Keep the computation in torch operations on the tensors themselves: no .item(), .tolist() or .numpy() "
-            f"followed by torch.tensor(...) / torch.from_numpy(...) (e.g. torch.stack([a, b]) rather than "
-            f"torch.tensor([a.item(), b.item()])); {loss} then keeps its history."
+            f"followed by torch.tensor(...) / torch.from_numpy(...) (e.g. torch.stack([a, b]) or sum([a, b]) rather than "
+            f"torch.tensor([a, b]) or torch.tensor([a.item(), b.item()]); requires_grad=True on the copy does not link it "
+            f"back); {loss} then keeps its history."
         )
     if cut.kind == "cut_by_detach":
         return f"Remove the detach() (or .data) on the way to {loss} if the gradient should flow back through it."
