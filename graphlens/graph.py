@@ -25,6 +25,11 @@ SCHEMA_VERSION = 2
 
 #: The kinds of :class:`Edge`, in the order they are documented.
 EDGE_KINDS = ("next", "input", "output", "detach")
+#: The end of a no_grad region's name (``OpNode.region``, ``TensorNode.region``) when the no_grad
+#: is the reentrant ``torch.utils.checkpoint``'s own (``"no_grad#3:checkpoint"``): its kind stays
+#: ``no_grad`` (PyTorch runs the function there), and the name says whose it is (the user's code
+#: holds no ``torch.no_grad()`` block).
+REENTRANT_TAG = ":checkpoint"
 
 
 class TensorNode(NamedTuple):

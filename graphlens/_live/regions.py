@@ -9,9 +9,12 @@ from typing import Any
 
 import torch
 
+from ..graph import REENTRANT_TAG
 from ..names import frame_values
 
 __all__ = ["RegionNotes"]
+
+_REENTRANT = "\x00reentrant checkpoint"
 
 _APPLY = getattr(torch.autograd.function.Function.apply, "__func__", torch.autograd.function.Function.apply)
 #: The code of ``Function.apply``, when it is Python (a custom Function's forward runs below it);
@@ -56,7 +59,8 @@ class RegionNotes:
         non-reentrant ``torch.utils.checkpoint`` call is a region too (``"checkpoint#2"``).  The
         forward of a custom ``autograd.Function`` (which PyTorch runs with grad off) is a
         region of its own, named after it (``"Scale.forward#1"``): not a no_grad block of the
-        user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``)."""
+        user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``,
+        tagged as the checkpoint's: ``"no_grad#4:checkpoint"``)."""
         if _grad_enabled():
             hooks = _default_hooks(False)
             if hooks is None or getattr(hooks[0], "__module__", None) != "torch.utils.checkpoint":
@@ -70,17 +74,24 @@ class RegionNotes:
                 self.regions += 1
                 self.region_key = _ref(hooks[0])
             return self.region
-        kind = "inference_mode" if torch.is_inference_mode_enabled() else (self.custom_forward() or "no_grad")
+        tag = ""
+        if torch.is_inference_mode_enabled():
+            kind = "inference_mode"
+        else:
+            kind = self.custom_forward() or "no_grad"
+            if kind == _REENTRANT:  # (torch's own no_grad: "no_grad#3:checkpoint", see reentrant_checkpoint)
+                kind, tag = "no_grad", REENTRANT_TAG
         region = self.region
-        if region is None or region[:len(kind) + 1] != kind + "#":
-            self.region = f"{kind}#{self.regions}"
+        if region is None or region[:len(kind) + 1] != kind + "#" or region.endswith(REENTRANT_TAG) != bool(tag):
+            self.region = f"{kind}#{self.regions}{tag}"
             self.regions += 1
         return self.region
 
     def custom_forward(self) -> str | None:
         """``"Name.forward"`` when the call being recorded runs inside a custom
         ``autograd.Function``'s forward (below ``Function.apply`` on the stack, above the
-        block's frame), else None."""
+        block's frame), ``_REENTRANT`` inside the reentrant ``torch.utils.checkpoint``'s own
+        Function, else None."""
         frame = below = found = None
         block = self.frame
         try:
@@ -96,7 +107,7 @@ class RegionNotes:
                                       and isinstance(frame_values(frame, (code.co_varnames[0],))[0], _FUNCTION_CTX)) else None
                 if found is not None:
                     name = _forward_name(found)
-                    return None if name.startswith("CheckpointFunction.") else name
+                    return _REENTRANT if name.startswith("CheckpointFunction.") else name
                 below, frame = frame, frame.f_back
             return None
         finally:

@@ -9,7 +9,7 @@ import torch
 
 from ..names import source_line
 from ..values import same_head
-from .facts import custom_forward_of, grad_off, region_kind
+from .facts import custom_forward_of, grad_off, reentrant_checkpoint, region_kind
 from .leads import code_cut, origin_cut, rebind_fix, rebinding  # noqa: F401 - (the half read from the code)
 from .kinds import CHECKPOINTS, CODE_CUTS, INDEXED, INTEGER_DTYPE_NAMES, NONDIFFERENTIABLE, REWRAPS, ZERO_DERIVATIVE, Cut
 from .paths import PathView
@@ -81,13 +81,20 @@ def _fact(view: PathView, tid: str | None, fact: str) -> tuple:
 def _checkpoint_inputs(view: PathView, op) -> list[str]:
     """The tensors that entered the no_grad region of ``op`` from outside it (not made in the
     region, not parameters): the inputs the reentrant checkpoint was given."""
-    region_ops = [o.id for o in view.g.ops if o.region == op.region and o.line == op.line]
+    # (a region known to be the checkpoint's holds its function's ops, from any line)
+    region_ops = [o.id for o in view.g.ops if o.region == op.region and (o.line == op.line or reentrant_checkpoint(op.region))]
     out = []
     for j in region_ops:
         for i in view.adj.inputs.get(j, ()):
             t = view.t(i)
             if t.region != op.region and not t.is_parameter and i not in out:
                 out.append(i)
+    if reentrant_checkpoint(op.region):
+        # (the whole function's ops: a module's buffers they read, named after the module,
+        # were not passed to checkpoint; the tensors without such a name were)
+        given = [i for i in out if "." not in (view.t(i).name or "")]
+        if given:
+            return given
     return out
 
 
@@ -125,15 +132,19 @@ def _op_cut(view: PathView, op_id: str, out_id: str | None, path: list[str]) -> 
                 f"that does not require grad, no longer the {target} that requires grad."
             )
             return Cut("rebound_leaf", op.forward, op_id, target, op.line, op.code, text, tuple(path), facts=facts)
-        if any(c in (op.code or "") for c in CHECKPOINTS) and region_kind(op.region) == "no_grad":
+        on_line = any(c in (op.code or "") for c in CHECKPOINTS)
+        if (on_line or reentrant_checkpoint(op.region)) and region_kind(op.region) == "no_grad":
             given = _checkpoint_inputs(view, op)
             plain = [i for i in given if not view.t(i).requires_grad]
             if given and len(plain) == len(given):
                 names = ", ".join(view.label(i) for i in plain)
+                how = (f"The call at {where or 'the checkpoint line'} runs its function through" if on_line else
+                       f"{op.forward or 'An operation'}{at}{',' + made.replace(' made', ' which made', 1) + ',' if made else ''} "
+                       f"ran inside the function given to")
                 text = (
-                    f"The call at {where or 'the checkpoint line'} runs its function through the reentrant torch.utils.checkpoint "
-                    f"(use_reentrant=True), which computes it inside torch.no_grad() ({op.forward} there{made}) and gives "
-                    f"the result a graph only when one of the tensors passed to checkpoint requires grad; {names} "
+                    f"{how} the reentrant torch.utils.checkpoint (use_reentrant=True), which computes it inside "
+                    f"torch.no_grad(){f' ({op.forward} there{made})' if on_line else ''} and gives the result a graph only "
+                    f"when one of the tensors passed to checkpoint requires grad; {names} "
                     f"{'does' if len(plain) == 1 else 'do'} not require grad, so the result has no graph and the "
                     f"parameters inside, {src} among them, get no gradient."
                 )

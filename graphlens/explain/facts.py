@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..graph import FREED, LIVE, PRECISION, OpNode, SavedEntry, Summary, TensorNode
+from ..graph import FREED, LIVE, PRECISION, REENTRANT_TAG, OpNode, SavedEntry, Summary, TensorNode
 
 __all__ = [
     "grad_is_value", "gradient_flowed", "grad_text",
     "saved_entries", "saved_names", "saved_is_freed", "saved_is_tensor", "saved_is_tensor_of",
-    "saves_result", "saves_anything", "region_kind", "grad_off", "custom_forward_of", "backward_ran",
+    "saves_result", "saves_anything", "region_kind", "reentrant_checkpoint", "grad_off", "custom_forward_of", "backward_ran",
 ]
 
 # TensorNode.grad, TensorNode.flowed and OpNode.saved hold numbers (Summary) and saved
@@ -100,6 +100,11 @@ def grad_off(region: str | None) -> bool:
     ``inference_mode``, a custom Function's forward), not a non-reentrant checkpoint's
     (``"checkpoint#2"``: grad is on there, the saved tensors are recomputed in backward)."""
     return bool(region) and region.split("#")[0] != "checkpoint"
+
+
+def reentrant_checkpoint(region: str | None) -> bool:
+    """Whether a no_grad region is the reentrant ``torch.utils.checkpoint``'s own (``"no_grad#4:checkpoint"``)."""
+    return bool(region) and region.endswith(REENTRANT_TAG)
 
 
 def region_kind(region: str) -> str:

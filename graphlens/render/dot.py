@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import graphviz
 
-from ..graph import Graph
+from ..graph import REENTRANT_TAG, Graph
 from .labels import printable
 from .notes import note_lines
 from .legend import legend_label
@@ -271,7 +271,8 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         # edge is ever drawn across it (a cluster label would be).
         title = own(cid.removeprefix("cluster_" + prefix))
         title_attrs = {"shape": "plaintext", "fontcolor": BOX_BORDER if repeat else REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(kind.removeprefix(REPEAT)), title_attrs)}\n")
+        shown = kind.removeprefix(REPEAT) + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
+        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n")
         for n in members:
             body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
         for n in members:
