@@ -464,6 +464,27 @@ class Trace:
         with quiet():
             return build(self._rec, graph)
 
+    def _op_of_node(self, fn: Any) -> str | None:
+        """The id (``"op7"``) of the op this trace recorded for the live backward node ``fn``
+        (found by its sequence number and class, as the recorder keys them), else None."""
+        if fn is None or type(fn).__name__ == "AccumulateGrad":
+            return None
+        try:
+            j = self._rec.by_seq.get(fn._sequence_nr())
+        except Exception:  # noqa: BLE001 - not a node torch numbers
+            return None
+        if j is None or self._rec.ops[j][0] != type(fn).__name__:
+            return None
+        return f"op{j}"
+
+    def _split_seq(self) -> int | None:
+        """When the last backward call this trace saw failed: the sequence number at which the
+        backward call before it began (the nodes made before it have lower numbers), else None."""
+        rec = self._rec
+        if len(rec.pass_seqs) < 2 or not rec.pass_done or rec.pass_done[-1]:
+            return None
+        return rec.pass_seqs[-2]
+
     @property
     def backward_passes(self) -> int:
         """How many backward calls ran inside the block."""

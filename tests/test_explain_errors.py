@@ -371,7 +371,7 @@ def test_a_running_total_across_iterations_is_named_with_its_fix(how):
 
 
 def test_a_trace_lists_only_what_an_earlier_backward_freed():
-    """With a trace, the freed nodes listed are the earlier backward's only, not those the failing call ran itself."""
+    """With a trace, the freed nodes listed are the earlier backward's only, not those the failing call ran itself, and the tensor that links to them is named."""
     def program():
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         a = (x * x).sum()
@@ -380,7 +380,8 @@ def test_a_trace_lists_only_what_an_earlier_backward_freed():
         b.backward()
 
     traced = _traced(program)
-    assert "Freed by an earlier backward: MulBackward0" in str(traced) and "ExpBackward0" not in str(traced)
+    assert "freed: MulBackward0" in str(traced) and "ExpBackward0" not in str(traced)
+    assert traced.tensor_name == "a" and "a is used by two backward passes" in str(traced)
     plain = gl.explain_error(_raised(program))
     assert "ExpBackward0" in str(plain) and "Freed by an earlier backward" not in str(plain)
 

@@ -12,7 +12,7 @@ import torch
 from .backward import BackwardRecord
 from .capture import (
     _FUNC_NAMES, _FORWARD, _HEAD, _INS, _IS_LEAF, _LASTI, _NAME, _OP, _OREGION, _OSCOPE, _OUTPUT_NR, _OUTS, _REQUIRES_GRAD, _SHAPE,
-    _TENSOR_PROPERTIES, _VERSION, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
+    _TENSOR_PROPERTIES, _VERSION, _next_sequence_nr, func_name, grad_fn_of, head, readable, saved_entry, sequence_now,
 )
 from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from .finite import KEEPS_FINITE, current, finite_record, keeps_finite, made_finite
@@ -121,6 +121,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.pass_starts: list[int] = []
         self.pass_kept: list[bool] = []
         self.pass_created: list[bool] = []  # per backward call: whether it passed create_graph=True
+        self.pass_seqs: list[int | None] = []  # per backward call: the next sequence number as it began
         self.grad_created: dict[int, bool] = {}  # a gradient autograd.grad handed back -> its call's create_graph
         self.ended = False  # the block has ended: what happens since is not the trace's to record
         self.end_versions: dict[int, int] = {}  # record -> its tensor's version at the block's end, where it moved
@@ -142,6 +143,9 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         """Note a backward call from ``roots`` (``kept``: with ``retain_graph``; ``created``: with
         ``create_graph=True``)."""
         self.pass_created.append(bool(created))
+        # (the sequence number the next node made on this thread gets: the nodes made before
+        # this backward call have lower ones; None on a torch without the counter)
+        self.pass_seqs.append(_next_sequence_nr() if _next_sequence_nr is not None else None)
         super().begin_pass(roots, kept=kept)
 
     def note_end(self) -> None:

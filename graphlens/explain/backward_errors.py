@@ -63,10 +63,14 @@ def _walk(roots: list[torch.Tensor]) -> tuple[list[_Node], dict]:
     return nodes, index
 
 
-def _split(nodes: list[_Node]) -> int | None:
-    """The sequence number from which the nodes are the new graph: the widest gap in the
-    sequence numbers below which every node that saved tensors had them freed (the nodes
-    the earlier pass built after the shared part are not in this graph, hence the gap)."""
+def _split(nodes: list[_Node], ctx: Context | None = None) -> int | None:
+    """The sequence number from which the nodes are the new graph: a gap in the sequence
+    numbers below which every node that saved tensors had them freed (the nodes the earlier
+    pass built after the shared part are not in this graph, hence the gap).  Of those gaps,
+    the one just above a node that a variable of the raising frame still holds and the
+    new part uses (``s`` returned by the earlier step and fed to this one: the variable is
+    the link), else the widest (the failing backward freed the new part's nodes it ran, and
+    branches the loss does not use leave gaps, so a gap alone may lie inside the new part)."""
     seqs = sorted({n.seq for n in nodes})
     best, width = None, 1
     freed_below = True
@@ -74,15 +78,59 @@ def _split(nodes: list[_Node]) -> int | None:
     for n in nodes:
         by_seq.setdefault(n.seq, []).append(n)
     any_freed = False
+    gaps: list[int] = []
     for a, b in zip(seqs, seqs[1:]):
         for n in by_seq[a]:
             if n.freed:
                 any_freed = True
             elif _saves_tensors(n.fn):
                 freed_below = False
-        if freed_below and any_freed and b - a > width:
-            best, width = b, b - a
+        if freed_below and any_freed and b - a > 1:
+            gaps.append(b)
+            if b - a > width:
+                best, width = b, b - a
+    if ctx is not None and len(gaps) > 1:
+        held = _held_split(nodes, gaps, ctx)
+        if held is not None:
+            return held
     return best
+
+
+def _held_split(nodes: list[_Node], gaps: list[int], ctx: Context) -> int | None:
+    """The gap of ``gaps`` just above the latest freed node that a variable of the raising
+    frame holds and a later node uses (see :func:`_split`), or None."""
+    by_fn = {id(n.fn): n for n in nodes}
+    found = None
+    for _name, t in ctx.candidates:
+        try:
+            fn = t.grad_fn
+        except RuntimeError:
+            continue
+        n = by_fn.get(id(fn)) if fn is not None else None
+        if n is None or not n.freed or not n.parents:
+            continue
+        above = [b for b in gaps if b > n.seq]
+        if not above:
+            continue
+        b = above[0]
+        if any(nodes[p].seq >= b for p in n.parents) and (found is None or n.seq > found[0]):
+            found = (n.seq, b)
+    return None if found is None else found[1]
+
+
+def _traced_split(trace, nodes: list[_Node]) -> int | None:
+    """The sequence number at which the backward call before the failing one began, from a
+    trace that saw both (the nodes made before it are the part an earlier backward freed),
+    when some node below it in this graph had its saved tensors freed; else None."""
+    if trace is None:
+        return None
+    try:
+        seq = trace._split_seq()
+    except Exception:  # noqa: BLE001 - no trace records to read
+        return None
+    if seq is None or not any(n.seq < seq and n.freed for n in nodes) or not any(n.seq >= seq for n in nodes):
+        return None
+    return seq
 
 
 def _saves_tensors(fn: Any) -> bool:
@@ -156,7 +204,13 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
     fix = None
     total = _running_total(ctx)
     nodes, _ = _walk(ctx.root) if ctx.root and total is None else ([], {})
-    split = _split(nodes) if nodes else None
+    split = None
+    if nodes:
+        # (a trace knows when the backward before the failing one began: the nodes made before
+        # it are the old part; else the widest gap in the sequence numbers is read as that point)
+        split = _traced_split(trace, nodes)
+        if split is None:
+            split = _split(nodes, ctx)
     if total is not None:
         name, acc_line, acc_code, earlier = total
         reasons.append("carried_state")
@@ -190,28 +244,71 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
             sentences.append(
                 f"{name} is used by two backward passes: the first one freed the graph below {name}, and {call} needs it again."
             )
-            fix = (
-                f"If one of the losses needs only the value of {name}, give it {name}.detach() (as a GAN's "
-                f"discriminator step does with netD(fake.detach())); else add the losses and call backward once, or "
-                f"pass retain_graph=True to the first backward."
-            )
+            item = re.fullmatch(r"([A-Za-z_][\w.]*)\[\d+\]", name)  # (one tensor of a returned state: s[0] of (v, i))
+            if item:
+                whole = item.group(1)
+                fix = (
+                    f"If the later step needs only the values of {whole} (a state returned by the earlier step), detach "
+                    f"every tensor of it before it is used again ({whole} = tuple(t.detach() for t in {whole}), through its "
+                    f"own class for a named tuple); else add the losses and call backward once, or pass retain_graph=True "
+                    f"to the first backward."
+                )
+            else:
+                fix = (
+                    f"If one of the losses needs only the value of {name}, give it {name}.detach() (as a GAN's "
+                    f"discriminator step does with netD(fake.detach())); else add the losses and call backward once, or "
+                    f"pass retain_graph=True to the first backward."
+                )
         elif name:
-            reasons.append("carried_state")
-            where = _feed_line(ctx, name)
-            element = re.fullmatch(r"(.+\..+)\[\d+\]", name)  # one tensor of a state kept as a tuple (h, c)
-            if element:
-                name = element.group(1)
-            sentences.append(
-                f"{name} carries a tensor from the previous iteration into this one: its graph still links to that "
-                f"iteration's graph, whose backward freed it."
-            )
-            if where:
-                sentences.append(f"It is fed back in at line {where[0]}: {where[1]}.")
-            cut = f"{name} = tuple(h.detach() for h in {name})" if element else f"{name} = {name}.detach()"
-            fix = (
-                f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
-                + ("" if element else " (for an LSTM, detach both h and c)") + "."
-            )
+            fed = _fed_back(ctx, name)
+            once = _made_once(trace, nodes, split) if fed is not True else None
+            if once is not None:  # (a trace saw the old part made once, by a line no later step ran again)
+                reasons.append("graph_built_once")
+                line, code, lhs = once
+                sentences.append(
+                    f"{name} links to the graph made at line {line} ({code}), which ran once, before the earlier "
+                    f"backward: that backward freed it, and every later step's loss, through {name}, goes back into it."
+                )
+                held = f"{lhs} = {lhs}.detach()" if lhs else f"{name} = {name}.detach()"
+                fix = (
+                    f"Make that tensor without a graph where it is made once (under torch.no_grad(), or {held} right "
+                    f"after it), or compute it inside the loop, for each step, if its parameters should learn."
+                )
+            elif fed is False:  # (the code never feeds name back from one iteration to the next)
+                sentences.append(
+                    f"{name} links to a part of the graph built before the earlier backward, which freed it. The loop "
+                    f"does not feed {name} back from one iteration to the next, so that part is probably a tensor "
+                    f"computed once, before the loop, with grad on (a dataset passed through a layer): if so, every "
+                    f"step's loss goes back into its one graph. graphlens.trace() shows where that part was made."
+                )
+                fix = (
+                    f"Make the tensors {name} comes from without a graph where they are made (under torch.no_grad(), "
+                    f"or .detach() them), or compute them inside the loop; {name} = {name}.detach() before it is used "
+                    f"cuts the link too."
+                )
+            else:
+                reasons.append("carried_state")
+                where = _feed_line(ctx, name)
+                element = re.fullmatch(r"(.+\..+)\[\d+\]", name)  # one tensor of a state kept as a tuple (h, c)
+                if element:
+                    name = element.group(1)
+                if _in_loop(ctx) is False:  # (no loop around the failing line: no "previous iteration")
+                    sentences.append(
+                        f"{name} carries a tensor made before the earlier backward into this step: its graph still links "
+                        f"to the graph that backward freed."
+                    )
+                else:
+                    sentences.append(
+                        f"{name} carries a tensor from the previous iteration into this one: its graph still links to that "
+                        f"iteration's graph, whose backward freed it."
+                    )
+                if where:
+                    sentences.append(f"It is fed back in at line {where[0]}: {where[1]}.")
+                cut = f"{name} = tuple(h.detach() for h in {name})" if element else f"{name} = {name}.detach()"
+                fix = (
+                    f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
+                    + ("" if element else " (for an LSTM, detach both h and c)") + "."
+                )
     del nodes
     path: list[str] = []
     if split is None and gr is not None:
@@ -247,6 +344,85 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
         tensor_name=name or (root if root != "the output" else None),
         line=where[1] if where else None, lineno=where[0] if where else None,
     )
+
+
+def _fed_back(ctx: Context, name: str) -> bool | None:
+    """Whether the raising function's innermost loop around the failing line feeds ``name``
+    back from one iteration to the next (an assignment to it inside the loop that reads it:
+    ``h = rnn(x, h)``, ``out, s = model(data, s)``, ``h += ...``): True; False when the loop
+    only assigns it from other values (``data = next(loader)``, ``for data in loader``) or
+    not at all; None when that is not known (no source, no loop, a name that is no plain
+    variable of the function: a module's state is set in its own methods)."""
+    if ctx.frame is None or not ctx.lineno or not name.isidentifier():
+        return None
+    tree, _ = _source(ctx)
+    if tree is None:
+        return None
+    first = ctx.frame.f_code.co_firstlineno
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
+             and first <= n.lineno <= ctx.lineno <= (n.end_lineno or 0)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+
+    def names_in(node: Any) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Assign):
+            targets, value, aug = node.targets, node.value, False
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets, value, aug = [node.target], node.value, isinstance(node, ast.AugAssign)
+        elif isinstance(node, ast.NamedExpr):
+            targets, value, aug = [node.target], node.value, False
+        else:
+            continue
+        if any(name in names_in(t) for t in targets) and (aug or name in names_in(value)):
+            return True
+    return False
+
+
+def _in_loop(ctx: Context) -> bool | None:
+    """Whether the failing line lies in a loop of the raising function (None: not known)."""
+    if ctx.frame is None or not ctx.lineno:
+        return None
+    tree, _ = _source(ctx)
+    if tree is None:
+        return None
+    first = ctx.frame.f_code.co_firstlineno
+    return any(isinstance(n, (ast.For, ast.While)) and first <= n.lineno <= ctx.lineno <= (n.end_lineno or 0) for n in ast.walk(tree))
+
+
+def _made_once(trace, nodes: list[_Node], split: int) -> tuple[int, str, str | None] | None:
+    """``(line, code, variable)`` where a trace recorded the op of the latest node of the old
+    part whose saved tensors are freed (the freed graph the new one reaches), when no node
+    of the new part was made on that line too (then that code ran once, not in every
+    iteration); ``variable``: the name the line assigns, if it is a plain assignment."""
+    old = sorted((n for n in nodes if n.seq < split and n.freed), key=lambda n: -n.seq)
+    if trace is None or not old:
+        return None
+    try:
+        g = trace.graph()
+    except Exception:  # noqa: BLE001 - a trace that cannot build its graph says nothing here
+        return None
+    op_id = trace._op_of_node(old[0].fn)
+    if op_id is None or op_id not in g:
+        return None
+    o = g.node(op_id)
+    if o.line is None or not o.code:
+        return None
+    made = [(o.line, o.code)]
+    again = set()
+    for n in nodes:
+        if n.seq >= split:
+            op_id = trace._op_of_node(n.fn)
+            if op_id is not None and op_id in g:
+                again.add(g.node(op_id).line)
+    line, code = made[0]
+    if line in again:
+        return None
+    lhs = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", code)
+    return line, code, lhs.group(1) if lhs else None
 
 
 def _ran_in_failing_pass(trace) -> set[str] | None:
@@ -329,11 +505,14 @@ def _feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
     into a call: ``rnn(x, h_state)``, or ``self.lstm(x, self.hidden)`` for ``model.hidden``."""
     if ctx.frame is None:
         return None
-    lines = linecache.getlines(ctx.frame.f_code.co_filename)
+    tree, lines = _source(ctx)
     attr = name.split(".", 1)[1] if "." in name else None
     exprs = [re.escape(name)] + ([rf"self\.{re.escape(attr)}"] if attr else [])
     pattern = re.compile(rf"\w\s*\([^#]*(?<![\w.])(?:{'|'.join(exprs)})(?![\w])")
-    hits = [(k + 1, line.strip()) for k, line in enumerate(lines) if pattern.search(line)]
+    # (only lines where a call starts: never a docstring's or a comment's text)
+    calls = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)} if tree is not None else None
+    hits = [(k + 1, line.strip()) for k, line in enumerate(lines)
+            if (calls is None or k + 1 in calls) and pattern.search(line.split("#")[0] if "#" in line else line)]
     if not hits:
         return None
     before = [h for h in hits if ctx.lineno and h[0] < ctx.lineno]

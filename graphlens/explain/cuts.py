@@ -548,8 +548,8 @@ def cut_fix(cut, root: str | None) -> str:
         return (
             f"Keep the computation in torch operations on the tensors themselves: no .item(), .tolist() or .numpy() "
             f"followed by torch.tensor(...) / torch.from_numpy(...) (e.g. torch.stack([a, b]) or sum([a, b]) rather than "
-            f"torch.tensor([a, b]) or torch.tensor([a.item(), b.item()]); requires_grad=True on the copy does not link it "
-            f"back); {loss} then keeps its history."
+            f"torch.tensor([a, b]) or torch.tensor([a.item(), b.item()]); setting requires_grad on the copy does not link "
+            f"it back); {loss} then keeps its history."
         )
     if cut.kind == "cut_by_detach":
         return f"Remove the detach() (or .data) on the way to {loss} if the gradient should flow back through it."

@@ -164,6 +164,8 @@ ERROR_REASONS: dict[str, str] = {
     "parameter_assignment": "a plain tensor was assigned to a module attribute that holds an nn.Parameter",
     "carried_state": "a tensor carried over from an earlier iteration (a hidden state, a running value) still links "
     "to that iteration's graph, which its backward already freed",
+    "graph_built_once": "a tensor computed once with grad on, before the loop that uses it (a dataset passed through a "
+    "layer, a fixed embedding), links every step's loss to its one graph, which the first backward freed",
     "unknown_error": "an error graphlens does not recognise; its message is quoted",
     "optimizer_nonleaf": "a tensor given to an optimizer is not a leaf (it was computed from one: randn(..., "
     "requires_grad=True) * 0.01, a .to(device) copy), and an optimizer updates leaves only",

@@ -76,9 +76,9 @@ def test_names_the_torch_tensor_copy_as_the_cut():
 
 
 def test_fix_keeps_the_loss_tensors():
-    """The fix adds the loss tensors themselves (stack or sum), and says requires_grad=True does not link the copy back."""
+    """The fix adds the loss tensors themselves (stack or sum), and says the copy's requires_grad does not link it back."""
     model_restoration, loss, tr = stage_losses_rewrapped()
-    expect(gl.explain(model_restoration.stage1[0].weight, tr), fix=(("torch.stack", "sum(["), "requires_grad=True"),
+    expect(gl.explain(model_restoration.stage1[0].weight, tr), fix=(("torch.stack", "sum(["), "requires_grad on the copy"),
            never_fix=("retain_grad", "requires_grad_()"))
 
 
