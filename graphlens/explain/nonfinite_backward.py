@@ -336,7 +336,14 @@ def _changed_after(g: Graph, links: Links, who: str, written: Summary | None, no
         if not (o.forward or "").endswith("_"):
             continue
         ins = links.forward_inputs(op)
-        before = next((i for i in ins if (v := g.node(i).value) is not None and v.shape == written.shape
+        # (the gradient must be what the op changed in place, its target: the first input, or
+        # for a _foreach_ op the input at its output's position; an input the op only read, as
+        # SGD's param.add_(grad), changed nothing in .grad)
+        targets = ins[:1]
+        if (o.forward or "").startswith("_foreach"):  # (output k is the new version of the k-th input changed)
+            outs = [e.dst for e in g.edges if e.kind == "output" and e.src == op]
+            targets = [ins[outs.index(t.id)]] if t.id in outs and outs.index(t.id) < len(ins) else []
+        before = next((i for i in targets if (v := g.node(i).value) is not None and v.shape == written.shape
                        and same_head(v.head, written.head)), None)
         if before is None:
             continue
