@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..graph import Graph, TensorNode
-from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, origin as _origin, \
+from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
     origins as _origins, turned as _turned
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, \
     masked_softmax_cause
@@ -122,6 +122,14 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         nan = next((t for t in bad_ids[1:] if _masked_softmax(g, links, t, first.id)), None)
         if nan is not None:
             fill, first = first, g.node(nan)
+    elif (links.maker.get(first.id) is None and kind(_at(node.value)[1]) == "NaN" and _infinite_only(first)
+          and _written_grad(links, first, steps) is None):
+        # (a NaN, and the earliest value it comes from is an input made before the block that holds
+        # infinities but no NaN, an additive mask perhaps: a later value it comes from that is NaN itself
+        # explains the NaN on its own (whatever made that NaN, its own answer says), the infinity may not)
+        nan = next((g.node(t) for t in bad_ids[1:] if kind(_at(g.node(t).value)[1]) == "NaN"), None)
+        if nan is not None:
+            first = nan
     if grad_of is not None:
         at_, v_ = _at(node.value)
         head = f"{grad_of[0]}.grad is not finite because the loss it comes from, {who}, is {kind(v_)}"
@@ -286,6 +294,14 @@ def _masked_target(g: Graph, links: Links, op: str) -> tuple | bool | None:
         return None
 
 
+def _infinite_only(t: TensorNode) -> bool:
+    """Whether ``t``'s recorded value holds infinities and, as far as the record knows, no NaN
+    (its first non-finite element is an infinity, and its head holds no NaN)."""
+    _, v = _at(t.value)
+    head = t.value.head if t.value is not None else None
+    return kind(v) in ("inf", "-inf") and not any(isinstance(x, float) and x != x for x in (head or ()))
+
+
 def _deliberate(g: Graph, links: Links, t: TensorNode) -> bool:
     """Whether ``t``'s first non-finite value is an infinity the program wrote on purpose: a fill
     (``masked_fill(mask, float("-inf"))``, ``torch.full``) of finite tensors."""
@@ -371,6 +387,15 @@ def _live_nan(g: Graph, tid: str) -> bool:
         return False
 
 
+def _written_grad(links: Links, first: TensorNode, steps: list) -> tuple | None:
+    """``(step, write)`` when ``first`` is a gradient a backward step wrote (a ``.grad`` an
+    optimizer step then used), else None."""
+    if first.requires_grad:
+        return None
+    return next(((s, w) for s in steps for w in s.writes if bad(w.after) and w.after == first.value
+                 and _used_after(links, first, s)), None)
+
+
 def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, head: str, intro: str, steps: list,
                    common: dict) -> Explanation:
     """The first non-finite value was made by nothing the trace saw: a gradient an optimizer step
@@ -378,8 +403,7 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
     at, v = _at(first.value)
     fname, pos, what = links.label(first.id), index(first.shape, at), kind(v)
     path = _path(links, first.id, node.id)
-    write = None if first.requires_grad else next(
-        ((s, w) for s in steps for w in s.writes if bad(w.after) and w.after == first.value and _used_after(links, first, s)), None)
+    write = _written_grad(links, first, steps)
     if write is not None:
         return _step_answer(g, links, node, first, write, head, steps, common)
     earlier = _earlier_record(g, first)
@@ -494,6 +518,21 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
     origins = _origins(steps, step.backward, relevant)
     root = _pass_root(links, steps, step.backward)
     desc = _origin(g, links, origins[0], relevant | {step.op}) if origins else None
+    loss_finite = root is None or not bad(g.node(root).value)
+    masked = masked_softmax(g, links, origins[0], desc, f"The loss of backward pass {step.backward + 1} was finite") \
+        if desc is not None and loss_finite else None
+    if masked is not None:
+        # (an all -inf slice of a softmax: its backward made the NaN, not the mask's own -inf)
+        sentences += list(masked[:2])
+        codes += ["nonfinite_backward", "masked_softmax"]
+        fix = masked[2] + " " + _GUARD
+        if after is not None:
+            sentences.append(after[0])
+            fix += " " + after[1]
+        o = origins[0]
+        return Explanation(codes, sentences, fix=fix, path=(o.op, desc["tainted"], grad_t.id) + _path(links, grad_t.id, node.id),
+                           op=desc["op"], line=desc["line"], lineno=desc["lineno"], cause=o.op,
+                           facts=[(o.op, "op", o.name)], **common)
     source = root if root is not None and root != node.id and bad(g.node(root).value) else (
         desc["tainted"] if desc is not None and desc["tainted"] is not None else None)
     if source is not None:

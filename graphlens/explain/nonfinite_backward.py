@@ -16,7 +16,7 @@ from .types import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node"]
+__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax"]
 
 
 def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
@@ -200,22 +200,11 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     o = _origin(g, links, first, (relevant or set()) | ({acc} if acc else set()))
     roots = [t for t in links.made.get(next((s.op for s in steps if s.backward == first.backward), ""), {}).values()]
     loss = links.label(roots[0]) if roots and g.node(roots[0]).name else "the loss"
-    if o["tainted"] is not None and first.name in _MASKED_BACKWARDS and kind(_at(g.node(o["tainted"]).value)[1]) == "-inf":
-        t = g.node(o["tainted"])
-        fwd = o["op"]
-        s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
-              f"backward of {fwd}{_where(o['lineno'], o['line'])}) received finite gradients and sent NaN, because its "
-              f"input {links.label(t.id)} was -inf at every position of a slice it reduced (a row a mask of -inf forbids "
-              f"entirely: an unreachable state or tag, a query with no visible key).")
-        why = (f"The forward value is fine ({fwd} of all -inf is -inf, or a softmax row of 0 / 0 the loss did not use), "
-               f"but its backward computes exp(x - result) = exp(-inf - (-inf)) = NaN there, and the NaN reaches every "
-               f"parameter the slice was computed from.")
-        fix = ("Write the forbidden entries as a large finite negative number instead of -inf (torch.finfo(x.dtype).min, "
-               "or -1e4), so a fully forbidden slice gives a finite result and a zero gradient; or remove the state that "
-               "nothing may reach (the padding tag) from what is reduced.")
-        return Explanation(["nonfinite_backward", "masked_softmax"], [s1, why], fix=fix, op=fwd, line=o["line"],
-                           lineno=o["lineno"], cause=first.op, path=(first.op, t.id), facts=[(first.op, "op", first.name)],
-                           **common)
+    masked = masked_softmax(g, links, first, o, f"{who}.grad is not finite, though {loss} was finite")
+    if masked is not None:
+        return Explanation(["nonfinite_backward", "masked_softmax"], list(masked[:2]), fix=masked[2], op=o["op"],
+                           line=o["line"], lineno=o["lineno"], cause=first.op, path=(first.op, o["tainted"]),
+                           facts=[(first.op, "op", first.name)], **common)
     if o["tainted"] is not None:  # (a NaN of the forward pass the loss did not use, carried back by the gradient)
         t = g.node(o["tainted"])
         s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
@@ -294,6 +283,30 @@ def explain_failed_node(g: Graph, replay: "Replay | None", node_name: str) -> Ex
                        tensor_name=links.label(target) if target and g.node(target).name else None, tensor_id=target,
                        graph=g, path=(first.op,) + tuple(t for t in (links.target_of(first.op, 0),) if t), op=o["op"],
                        line=o["line"], lineno=o["lineno"], cause=first.op, facts=[(first.op, "op", first.name)])
+
+
+def masked_softmax(g: Graph, links: Links, first: "Step", o: dict, lead: str) -> tuple[str, str, str] | None:
+    """``(sentence, why, fix)`` when backward node ``first`` (a softmax's or a logsumexp's) sent
+    NaN from finite gradients because its forward input (``o["tainted"]``, from
+    :func:`_origin`) was -inf over a whole slice it reduced (a row a -inf mask forbids
+    entirely), else None; ``lead`` begins the sentence ("w.grad is not finite, though the
+    loss was finite")."""
+    if o["tainted"] is None or first.name not in _MASKED_BACKWARDS or kind(_at(g.node(o["tainted"]).value)[1]) != "-inf":
+        return None
+    t = g.node(o["tainted"])
+    fwd = o["op"]
+    s1 = (f"{lead}: {first.name} (step {first.index + 1} of tr.replay(), the backward of {fwd}"
+          f"{_where(o['lineno'], o['line'])}) received finite gradients and sent NaN, because its input "
+          f"{links.label(t.id)} was -inf at every position of a slice it reduced (a row a mask of -inf forbids entirely: "
+          f"an unreachable state or tag, a query with no visible key, a padded row an ignore_index leaves out of the loss).")
+    why = (f"The forward value is fine ({fwd} of all -inf is -inf, or a softmax row of 0 / 0 the loss did not use), "
+           f"but its backward computes exp(x - result) = exp(-inf - (-inf)) = NaN there, and the NaN reaches every "
+           f"parameter the slice was computed from. The -inf of the mask itself is not the fault: a row that is -inf "
+           f"everywhere is.")
+    fix = ("Write the forbidden entries as a large finite negative number instead of -inf (torch.finfo(x.dtype).min, "
+           "or -1e4), so a fully forbidden slice gives a finite result and a zero gradient; or remove the state that "
+           "nothing may reach (the padding tag) from what is reduced.")
+    return s1, why, fix
 
 
 def _turned(g: Graph, steps: list, first: "Step", relevant: set | None, mine: Any, who: str, lineno: int | None) -> list[str]:
