@@ -230,6 +230,11 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
                 )
                 return Cut("rebound_leaf", "no_grad", None, var, ln, text_line, text, (), known=False)
         earlier = [(ln, value) for ln, value in assigns.get(var, ()) if ln < before and value is not None]
+        if len(earlier) > 1 and frame is not None:
+            # (an assignment in the body of a for loop that never ran, its loop variable unbound in the
+            # frame, did not make var: the one before it did)
+            ran = [(ln, value) for ln, value in earlier if not _never_ran(scope, frame, ln)]
+            earlier = ran or earlier
         if not earlier:
             continue
         ln, value = max(earlier, key=lambda a: a[0])
@@ -289,6 +294,27 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
                 queue.append((sub.id, ln, chain + ([sub.id] if sub.id != var else [])))
     return None
 
+
+
+def _never_ran(scope: ast.AST, frame, ln: int) -> bool:
+    """Whether line ``ln`` lies in the body of a ``for`` loop of ``scope`` that never ran an
+    iteration in ``frame``: its loop variables are bound nowhere in the frame (a for loop binds
+    them at its first iteration, and nothing else in the function assigns them)."""
+    try:
+        bound = frame.f_locals
+    except Exception:  # noqa: BLE001 - a frame that cannot be read: nothing known
+        return False
+    stores = {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(scope):
+        if not isinstance(node, ast.For) or not node.body or not (node.body[0].lineno <= ln <= (node.end_lineno or 0)):
+            continue
+        names = [n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)]
+        # (the loop variable is stored by this loop only: counted once among the stores)
+        others = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names
+                  and not any(n is m for m in ast.walk(node.target))]
+        if names and all(x in stores and x not in bound for x in names) and not others:
+            return True
+    return False
 
 
 def _flag_line(scope: ast.AST, lines: list[str], var: str, after: int, before: int) -> tuple[int, str] | None:
