@@ -628,15 +628,22 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
 
 
 def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None) -> str:
-    x = name or "x"
+    # (an unknown tensor is never called x: the program may have an x that is another tensor)
+    x = name or "that tensor"
     text = (modifier.forward if modifier is not None else "") + " " + (line or "")
     activations = ("relu", "leaky_relu", "elu", "selu", "celu", "hardtanh", "relu6", "silu", "hardswish", "dropout")
     if "inplace=True" in text or (modifier is not None and (modifier.forward or "").rstrip("_") in activations):
-        return f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu({x})) so that the saved {x} keeps its values."
+        return (f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu({name})) so that the saved {x} keeps its values."
+                if name else f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu(...)) so that {x} keeps its values.")
     if "+=" in text or "add_" in text or "-=" in text or "*=" in text or "mul_" in text:
-        return f"Write {x} = {x} + ... (a new tensor) instead of changing {x} in place, or clone() it first."
+        return (f"Write {x} = {x} + ... (a new tensor) instead of changing {x} in place, or clone() it first." if name else
+                "Compute a new tensor (an out-of-place +, - or *) instead of changing that tensor in place (+=, add_), or "
+                "clone() it first.")
     if "setitem" in text or re.search(r"\[[^\]]*\]\s*=(?!=)", line or ""):
-        return f"Build a new tensor instead of assigning into {x} (torch.cat, torch.where, or {x} = {x}.clone() before the assignment)."
+        return (f"Build a new tensor instead of assigning into {x} (torch.cat, torch.where, or {x} = {x}.clone() before the "
+                f"assignment)." if name else
+                "Build a new tensor instead of assigning into that tensor (torch.cat, torch.where, or a clone() of it before "
+                "the assignment).")
     return f"Use an out-of-place operation on {x}, or clone() it before changing it; torch.autograd.set_detect_anomaly(True) names the forward line that saved it."
 
 

@@ -248,10 +248,16 @@ def _nonscalar(message, match, g, trace, ctx) -> Explanation:
         f"backward() was called on {who}" + (f", of shape {shape}," if name and shape is not None else "")
         + " without a gradient argument. PyTorch can start backward on its own only from a single number."
     ]
+    if ctx.line:
+        sentences.append(f"The failing line: {ctx.line}")
+    x = name or "the output"
     return Explanation(
         ["nonscalar_backward"], sentences, tensor_name=name, tensor_id=tid, graph=g2, path=[tid] if tid else (), message=message,
-        fix=f"Reduce it to a scalar first ({name or 'out'}.sum().backward() or .mean()), or pass the gradient "
-        f"yourself: {name or 'out'}.backward(torch.ones_like({name or 'out'})).",
+        line=ctx.line or None, lineno=ctx.lineno,
+        fix=(f"Reduce {x} to a scalar first ({name}.sum().backward() or .mean()), or pass the gradient yourself: "
+             f"{name}.backward(torch.ones_like({name}))." if name else
+             "Reduce the output to a scalar first (call .sum() or .mean() on it before .backward()), or pass the gradient "
+             "yourself: .backward(torch.ones_like(...)) with the output's shape."),
     )
 
 
