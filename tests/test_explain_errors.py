@@ -614,3 +614,30 @@ def test_a_value_taken_out_and_put_back_is_told_by_what_made_each_tensor():
         e = gl.explain_error(exc, tr)
     assert "cut_by_python_value" in e.reasons and "an unnamed tensor" not in str(e), str(e)
     assert "item() at line" in str(e) and "took the value of the result of sum" in str(e) and "made a new tensor" in str(e)
+
+
+def test_a_non_scalar_backward_names_its_failing_line():
+    """backward() of an unnamed [2, 2] result: the answer carries the failing line (e.line), the fix has no placeholder variable."""
+    def program():
+        w = torch.ones(2, requires_grad=True)
+        (w[:, None] * w[None, :]).backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reason == "nonscalar_backward" and "(w[:, None] * w[None, :]).backward()" in (e.line or "")
+    assert "out.sum()" not in e.fix and ".sum()" in e.fix
+
+
+def test_an_in_place_fix_never_names_an_unknown_tensor_x():
+    """A saved tensor changed in place that graphlens cannot name: the fix says 'that tensor', never x (the program has an x of its own)."""
+    def helper(x):
+        y = torch.relu(x * 2)
+        y.add_(1)  # changes ReLU's saved output, in a frame that is gone when backward fails
+        return y.sum()
+
+    def program():
+        x = torch.ones(3, requires_grad=True)
+        helper(x).backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reason == "inplace_saved" and e.tensor_name is None
+    assert " x" not in e.fix and "that tensor" in e.fix
