@@ -641,3 +641,25 @@ def test_an_in_place_fix_never_names_an_unknown_tensor_x():
     e = gl.explain_error(_raised(program))
     assert e.reason == "inplace_saved" and e.tensor_name is None
     assert " x" not in e.fix and "that tensor" in e.fix
+
+
+def test_a_carried_state_of_a_sequentials_layer_is_fixed_in_python_syntax():
+    """A state kept on a Sequential's second layer and carried across steps: the fix writes model[1].v_mem, never model.1.v_mem."""
+    class Leaky(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.v_mem = torch.zeros(3)
+
+        def forward(self, x):
+            self.v_mem = self.v_mem * 0.5 + x
+            return self.v_mem
+
+    def program():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 3), Leaky())
+        for _ in range(2):
+            loss = model(torch.randn(3)).pow(2).sum()
+            loss.backward()
+
+    e = gl.explain_error(_raised(program))
+    assert e.reason == "graph_freed" and "model[1].v_mem = model[1].v_mem.detach()" in e.fix and "model.1.v_mem =" not in e.fix

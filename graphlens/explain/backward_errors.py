@@ -11,7 +11,7 @@ import torch
 
 from .._live.facts import dtype_name, read_saved
 from ..graph import FREED, MODIFIED, OpNode
-from .context import TENSOR_TYPES, Context, root_graph, root_label
+from .context import TENSOR_TYPES, Context, as_code, root_graph, root_label
 from .live import shares_memory
 from .optim_errors import modified_parameter, stale_parameter
 from .paths import PathView
@@ -304,7 +304,8 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                     )
                 if where:
                     sentences.append(f"It is fed back in at line {where[0]}: {where[1]}.")
-                cut = f"{name} = tuple(h.detach() for h in {name})" if element else f"{name} = {name}.detach()"
+                code = as_code(name)  # (model.1.v_mem is model[1].v_mem in Python)
+                cut = f"{code} = tuple(h.detach() for h in {code})" if element else f"{code} = {code}.detach()"
                 fix = (
                     f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
                     + ("" if element else " (for an LSTM, detach both h and c)") + "."
