@@ -83,12 +83,23 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          f"(clamp it) where exp({y}) is needed.", ("underflow",))
         if nums and nums[0] == 0 and src in ("sum", "mean") and inputs:
             inner = links.forward_inputs(links.maker[inputs[0]])
+            masked = False
+            if inner and links.made_by(inner[0]) in ("mul", "masked_fill", "where") and links.maker.get(inner[0]):
+                # (exp(x) * mask, exp(x).masked_fill(...): the terms are exps, some masked to 0)
+                terms = [i for i in links.forward_inputs(links.maker[inner[0]]) if links.made_by(i) == "exp"]
+                if terms:
+                    inner, masked = terms, True
             if inner and links.made_by(inner[0]) == "exp":
-                return Cause("log_of_zero", f"Every exp in that {src} underflowed to exactly 0 (their inputs are all far below "
-                             f"0: exp is 0 in {out.dtype} below about {format_number(_exp_floor(out.dtype), 3)}), so the "
+                return Cause("log_of_zero", f"Every exp in that {src} underflowed to exactly 0"
+                             f"{' or was masked out' if masked else ''} ({'the inputs of the others' if masked else 'their inputs'}"
+                             f" are all far below 0: exp is 0 in {out.dtype} below about "
+                             f"{format_number(_exp_floor(out.dtype), 3)}), so the "
                              f"{src} is 0 and the {name} of 0 is -inf.",
                              "Use torch.logsumexp(x, dim) for log(sum(exp(x))): it subtracts the maximum before exp, so "
-                             "nothing underflows (a clamp before the log would hide the error and stop the gradient).",
+                             "nothing underflows (a clamp before the log would hide the error and stop the gradient)"
+                             + ("; for masked terms, set the masked logits to -inf (masked_fill) and take logsumexp of that"
+                                if masked else "") + ". Logits this far below 0 often mean unscaled inputs (features not "
+                             "normalised, a small temperature): look at their scale too.",
                              ("underflow",))
         if nums and nums[0] == 0 and src in ("ndtr", "special_ndtr", "rsub"):
             inner = links.forward_inputs(links.maker[inputs[0]]) if src == "rsub" else [inputs[0]]
