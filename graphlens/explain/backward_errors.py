@@ -595,8 +595,9 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
             alias = (f" through {view.t(alias_node).name or view.label(alias_node)} = "
                      f"{name or '{name}'}.detach(), which shares its memory")
         path = [tid] + ([modifier.id] if modifier else []) + [o.id for o in savers]
+    above: list[str] = []
     if name is None:
-        name, live_alias = _live_name(ctx, dtype, shape, ver, producer, alias)
+        name, live_alias, above = _live_name(ctx, dtype, shape, ver, producer, alias)
         alias = alias or live_alias
     alias = alias.replace("{name}", name or (view.label(tid) if view is not None and tid else "it"))
     line = lineno = None
@@ -617,13 +618,19 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
         sentences.append(f"The in-place operation: {modifier.forward}{where}.")
     elif line:
         sentences.append(f"graphlens read your code: line {lineno} ({line}) changes {who} in place; it is the likely culprit.")
+    elif above:
+        # (no trace, no line: the live tensor's own node says what changed it, an in-place op's node on top of the saver's)
+        kinds = ", ".join(dict.fromkeys(f"{n} ({_INPLACE_KIND.get(n.rstrip('0123456789'), 'an in-place operation')})" for n in above))
+        sentences.append(f"{name}'s grad_fn is {above[0]}, on top of the {producer} node that saved it: the in-place "
+                         f"change was recorded as {kinds}.")
     if not saver and producer is None:
         sentences.append("(graphlens cannot see which operation saved it: run the code under graphlens.trace() to know.)")
     return Explanation(
         ["inplace_saved"], sentences, tensor_name=name, tensor_id=tid, graph=gr,
         path=[p for p in path if gr is not None and p in gr],
         edges=view.highlight_edges(path) if view is not None and path else (), message=message,
-        fix=_inplace_fix(name, modifier, line), op=savers[0].label if savers else None, line=line, lineno=lineno,
+        fix=_inplace_fix(name, modifier, line or " ".join(_INPLACE_KIND.get(n.rstrip("0123456789"), "") for n in above)),
+        op=savers[0].label if savers else None, line=line, lineno=lineno,
         cause=modifier.id if modifier is not None else (savers[0].id if savers else None),
     )
 
@@ -648,20 +655,35 @@ def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None) ->
     return f"Use an out-of-place operation on {x}, or clone() it before changing it; torch.autograd.set_detect_anomaly(True) names the forward line that saved it."
 
 
-def _live_name(ctx: Context, dtype: str, shape: tuple, ver: int, producer: str | None, alias: str) -> tuple[str | None, str]:
+#: What an in-place op's backward node on top of a saver says of the op (its node has the name of the out-of-place one).
+_INPLACE_KIND = {"AddBackward": "an add: += or add_", "SubBackward": "a subtraction: -= or sub_",
+                 "MulBackward": "a product: *= or mul_", "DivBackward": "a division: /= or div_",
+                 "CopySlices": "an assignment into it: t[...] = ... (setitem)", "ReluBackward": "relu_ (inplace=True)",
+                 "ClampBackward": "clamp_", "ClampMinBackward": "clamp_", "SigmoidBackward": "sigmoid_",
+                 "TanhBackward": "tanh_", "ZeroBackward": "zero_", "FillBackward": "fill_"}
+
+
+def _live_name(ctx: Context, dtype: str, shape: tuple, ver: int, producer: str | None,
+               alias: str) -> tuple[str | None, str, list[str]]:
     """Among the raising frame's variables, the tensor the message describes (shape, dtype,
-    version, and the node that made it), when exactly one fits."""
+    version, and the node that made it), when exactly one fits; with the names of the nodes
+    between its grad_fn and the producer's (the in-place ops that changed it, latest first)."""
+    stepped: dict[int, list[str]] = {}
+
     def fits(t: torch.Tensor) -> bool:
         if tuple(t.shape) != shape or dtype_name(t.dtype) != dtype or t._version != ver:
             return False
         fn = t.grad_fn
         if producer is None:
             return fn is None
+        above: list[str] = []
         for _ in range(8):  # the in-place ops' nodes sit on top of the producer
             if fn is None:
                 return False
             if type(fn).__name__.startswith(producer):
+                stepped[id(t)] = above
                 return True
+            above.append(type(fn).__name__)
             fn = fn.next_functions[0][0] if fn.next_functions else None
         return False
 
@@ -673,9 +695,9 @@ def _live_name(ctx: Context, dtype: str, shape: tuple, ver: int, producer: str |
         except RuntimeError:
             continue
     if len(found) != 1:
-        return None, alias
+        return None, alias, []
     name, t = found[0]
     shared = [n for n, c in ctx.candidates if n != name and c is not t and c._version == ver and shares_memory(c, t)]
     if shared and not alias:
         alias = f" through {shared[0]}, which shares its memory and version counter (as {shared[0]} = {name}.detach() does)"
-    return name, alias
+    return name, alias, stepped.get(id(t), [])
