@@ -603,6 +603,8 @@ def _nonleaf(a: Asked, d: Draft) -> None:
     d.fact(tid, "reached", True)
     leaves = view.leaves_below(tid)
     copy_leaf = leaves[0] if len(leaves) == 1 and view.t(leaves[0]).name is None and view.t(leaves[0]).requires_grad else None
+    if copy_leaf is not None and node is not None and node.is_view:
+        copy_leaf = None  # (a view shares the leaf's memory: no copy; said below)
     if copy_leaf is not None:
         d.reasons += ["is_a_copy", "nonleaf_not_retained"]
         more, d.path, d.edges, d.fix = copy_answer(view, tid, node, copy_leaf, name=a.name, who=a.who, grad_of=a.grad_of,
@@ -611,6 +613,22 @@ def _nonleaf(a: Asked, d: Draft) -> None:
         return
     d.reasons.append("nonleaf_not_retained")
     op = view.o(node.op).label if node is not None and node.op else "an operation"
+    base = [l for l in leaves if view.t(l).requires_grad]
+    if node is not None and node.is_view and len(base) == 1:
+        # (x.requires_grad = True, then x = x.unsqueeze(0): the name now holds a view of the leaf)
+        named = view.t(base[0]).name
+        leaf = view.label(base[0]) if named else f"an unnamed leaf ({base[0]})"
+        d.sentences.append(f"{a.grad_of} {a.stays} because {a.who} is not a leaf: it is a view of {leaf} (made by {op}), "
+                           f"and did not call retain_grad().")
+        d.sentences.append(f"The gradient flows through {a.who} to {leaf}, the leaf that requires grad, and PyTorch keeps it "
+                           f"in {named + '.grad' if named else 'that leaf’s .grad'}"
+                           + ("" if named else f" (no variable holds that leaf now: was {a.name} rebound to a view of it, "
+                                                f"{a.name} = {a.name}.view(...)?)") + ".")
+        d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
+        d.fix = (f"Read {named}.grad" if named else f"Read the gradient from the leaf {a.who} is a view of") + (
+            f", or make the leaf after the reshape ({a.name} = {a.name}.detach().requires_grad_() once it has its final "
+            f"shape, then compute from it), or call {a.name}.retain_grad() before {a.backward}.")
+        return
     d.sentences.append(f"{a.grad_of} {a.stays} because {a.who} is not a leaf (it was computed by {op}) and did not call retain_grad().")
     d.sentences.append(f"The gradient does flow through {a.who} on its way to the leaves, but PyTorch keeps .grad only on leaves.")
     d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
