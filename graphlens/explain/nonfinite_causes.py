@@ -44,6 +44,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     nums = [v for v in vals if type(v) in (float, int)]
     inf = type(bad_value) is float and bad_value in (float("inf"), float("-inf"))
     if name in _LOGS:
+        if not nums and bad_value == float("-inf") and name in ("log", "log2", "log10") and len(inputs) == 1:
+            nums = [0.0]  # (not read there, past the head: but of a finite input, log is -inf only at 0)
         x = links.label(inputs[0]) if inputs else "x"
         x = x if _named_like(x) else "x"
         if links.made_by(inputs[0] if inputs else None) in ("softmax", "_softmax") and bad_value == float("-inf"):

@@ -54,6 +54,8 @@ def value_at(s: Summary | None, flat: int | None, shape: tuple) -> Any:
     p = position(tuple(shape), flat, tuple(s.shape))
     if p is not None and p < len(s.head):
         return s.head[p]
+    if p is not None and p == s.nonfinite_at:  # (past the head: the first non-finite element is recorded too)
+        return s.nonfinite_value
     return None
 
 
