@@ -231,17 +231,51 @@ def line_op(line: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
-def assignment_line(frame: FrameType | None, lineno: int | None, name: str | None) -> tuple[int | None, str | None]:
+def assignment_line(frame: FrameType | None, lineno: int | None, name: str | None,
+                    made_by: str | None = None) -> tuple[int | None, str | None]:
     """``(line, text)`` of the last assignment to the variable ``name`` before ``lineno`` in
-    ``frame``'s function, read from its source (``(None, None)`` when there is none)."""
+    ``frame``'s function, read from its source (``(None, None)`` when there is none).
+    ``made_by``: the forward name of the op a trace saw make the tensor; an assignment whose
+    right side is an operator on ``name`` itself that is another op (``loss = -loss`` where
+    the trace saw cross_entropy make it, in a branch that did not run) is passed over."""
     if frame is None or not lineno or not name or not name.isidentifier():
         return None, None
     lines = linecache.getlines(frame.f_code.co_filename)
     pattern = re.compile(rf"^\s*(?:[\w\s,()]*,\s*)?{re.escape(name)}\s*(?:,[\w\s,]*)?=(?!=)")
     for ln in range(min(lineno, len(lines) + 1) - 1, max(frame.f_code.co_firstlineno, 1) - 1, -1):
         if pattern.match(lines[ln - 1]):
+            if made_by and _other_op_on_itself(lines[ln - 1], name, made_by):
+                continue
             return ln, lines[ln - 1].strip()
     return None, None
+
+
+#: The op an operator on a tensor runs (``-x`` is neg, ``x * 2`` mul).
+_OPERATOR_OPS = {"USub": "neg", "Mult": "mul", "Add": "add", "Sub": "sub", "Div": "div", "Pow": "pow", "MatMult": "matmul"}
+
+
+def _other_op_on_itself(line: str, name: str, made_by: str) -> bool:
+    """Whether ``line`` assigns ``name`` an operator applied to ``name`` itself (``x = -x``,
+    ``x = x * 2``) that is not the op ``made_by``."""
+    import ast
+
+    try:
+        node = ast.parse(line.strip())
+    except SyntaxError:
+        return False
+    stmt = node.body[0] if node.body else None
+    if not isinstance(stmt, ast.Assign):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.UnaryOp):
+        op, operands = _OPERATOR_OPS.get(type(value.op).__name__), [value.operand]
+    elif isinstance(value, ast.BinOp):
+        op, operands = _OPERATOR_OPS.get(type(value.op).__name__), [value.left, value.right]
+    else:
+        return False
+    own = any(isinstance(o, ast.Name) and o.id == name for o in operands)
+    made = made_by.lstrip("_").removeprefix("r").rstrip("_") if made_by.startswith("__") else made_by.rstrip("_")
+    return op is not None and own and made not in (op, f"{op}_")
 
 
 def as_code(name: str) -> str:

@@ -302,7 +302,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
             sub_fix = sub.fix
             path, edges = list(sub.path) or path, list(sub.edges)
             made = view.o(node.op) if node.op is not None else None
-            at, text = assignment_line(ctx.frame, ctx.lineno, name)
+            at, text = assignment_line(ctx.frame, ctx.lineno, name, made.forward if made is not None else None)
             if made is not None:
                 made_at = (made.forward, text or made.code, at or made.line, made.id)
             if at is not None and text:  # (the raising frame's own assignment: a traced op's line may be its caller's)

@@ -9,6 +9,8 @@ import re
 from collections import deque
 from types import FrameType
 
+import torch
+
 from ..names import strip_comment
 from .kinds import CODE_CUTS as _CODE_CUTS, INDEXED as _INDEXED, Cut
 
@@ -229,6 +231,8 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
                     f"created with requires_grad=True" + (f"; {root} is computed from {var}" if var != root else "") + "."
                 )
                 return Cut("rebound_leaf", "no_grad", None, var, ln, text_line, text, (), known=False)
+        if t is not None and var != root and getattr(t, "requires_grad", False) and isinstance(t, torch.Tensor):
+            continue  # (var holds a tensor that requires grad: however it was made, the path is not cut there)
         earlier = [(ln, value) for ln, value in assigns.get(var, ()) if ln < before and value is not None]
         if len(earlier) > 1 and frame is not None:
             # (an assignment in the body of a for loop that never ran, its loop variable unbound in the
