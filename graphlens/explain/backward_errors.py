@@ -137,16 +137,17 @@ def _saves_tensors(fn: Any) -> bool:
     return any(e.summary is not None or e.tensor is not None for e in read_saved(fn)[0])
 
 
-def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, bool, list[int]]:
-    """``(name, shared, boundary)``: the variable through which the new graph reaches the
-    old part.  ``shared`` when the variable still holds the old tensor (``fake`` of a GAN:
+def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, bool, list[int], list[str]]:
+    """``(name, shared, boundary, ties)``: the variable through which the new graph reaches the
+    old part, and the other variables that reach it as closely (``ties``).  ``shared`` when the variable still holds the old tensor (``fake`` of a GAN:
     two losses backpropagate through it), else the variable was rebound to a new tensor
     computed from the old one (a hidden state carried from the previous iteration)."""
     boundary = [k for k, n in enumerate(nodes) if n.seq < split and any(nodes[p].seq >= split for p in n.parents)]
     if not boundary:
-        return None, False, []
+        return None, False, [], []
     fns = {id(nodes[k].fn): k for k in boundary}
     best: tuple | None = None
+    ranks: list[tuple] = []
     for name, t in ctx.candidates:
         try:
             fn = t.grad_fn
@@ -167,9 +168,14 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
             shared = False
         if best is None or rank < best[0]:
             best = (rank, name, shared)
+        ranks.append((rank, name, shared))
     if best is None:
-        return None, False, boundary
-    return best[1], best[2], boundary
+        return None, False, boundary, []
+    # (other variables that reach the old part as closely, not through the same tensor: several
+    # states carried at once, one per layer; detaching one of them would not be enough)
+    ties = [n for r, n, sh in ranks if not sh and not best[2] and r[:3] == best[0][:3] and n != best[1]
+            and not any(n.startswith(best[1] + s) or best[1].startswith(n + s) for s in ".[")]
+    return best[1], best[2], boundary, list(dict.fromkeys(ties))
 
 
 def _depth_to(fn: Any, goals: dict, limit: int = 24) -> int | None:
@@ -232,7 +238,7 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
         )
         split = -1  # (no listing of freed nodes: which pass freed which is not known without a trace)
     elif split is not None:
-        name, shared, boundary = _carried(nodes, split, ctx)
+        name, shared, boundary, ties = _carried(nodes, split, ctx)
         old = [n for n in nodes if n.seq < split and n.freed]
         shown = [f"{type(n.fn).__name__} ({', '.join(n.freed)})" for n in sorted(old, key=lambda n: -n.seq)[:4]]
         more = f" and {len(old) - 4} more" if len(old) > 4 else ""
@@ -302,13 +308,20 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                         f"{name} carries a tensor from the previous iteration into this one: its graph still links to that "
                         f"iteration's graph, whose backward freed it."
                     )
+                if ties:
+                    sentences.append(f"So {'does' if len(ties) == 1 else 'do'} {', '.join(ties)}: every carried state "
+                                     f"links to the old graph, and each must be cut.")
                 if where:
                     sentences.append(f"It is fed back in at line {where[0]}: {where[1]}.")
                 code = as_code(name)  # (model.1.v_mem is model[1].v_mem in Python)
                 cut = f"{code} = tuple(h.detach() for h in {code})" if element else f"{code} = {code}.detach()"
+                cuts = [cut] + [f"{as_code(t)} = {as_code(t)}.detach()" for t in ties]
                 fix = (
-                    f"Cut the carried tensor from the old graph at the start (or end) of each iteration: {cut}"
-                    + ("" if element else " (for an LSTM, detach both h and c)") + "."
+                    f"Cut the carried tensor{'s' if ties else ''} from the old graph at the start (or end) of each "
+                    f"iteration: {'; '.join(cuts)}"
+                    + ("" if element or ties else " (for an LSTM, detach both h and c)") + "."
+                    + (" If the batches are independent, reset the states instead at the start of each one (as a "
+                       "module's reset or init_hidden does), so nothing is carried." if ties or "." in name else "")
                 )
     del nodes
     path: list[str] = []
@@ -501,6 +514,30 @@ def _addend(code: str, name: str) -> str:
     return value if re.fullmatch(r"[\w.\[\]]+", value) else f"({value})"
 
 
+def _code_only(lines: list[str]) -> list[str]:
+    """``lines`` with every string literal and comment blanked (read with :mod:`tokenize`;
+    the lines as they are where the source does not tokenize)."""
+    import io
+    import tokenize
+
+    out = [list(line) for line in lines]
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO("".join(lines)).readline):
+            if tok.type not in (tokenize.STRING, tokenize.COMMENT) and tok.type != getattr(tokenize, "FSTRING_MIDDLE", -1):
+                continue
+            (r0, c0), (r1, c1) = tok.start, tok.end
+            for r in range(r0, r1 + 1):
+                row = out[r - 1]
+                a = c0 if r == r0 else 0
+                b = c1 if r == r1 else len(row)
+                for c in range(a, min(b, len(row))):
+                    if row[c] != "\n":
+                        row[c] = " "
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return list(lines)
+    return ["".join(row) for row in out]
+
+
 def _feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
     """The source line (of the raising frame's file) that passes the carried tensor ``name``
     into a call: ``rnn(x, h_state)``, or ``self.lstm(x, self.hidden)`` for ``model.hidden``."""
@@ -510,10 +547,12 @@ def _feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
     attr = name.split(".", 1)[1] if "." in name else None
     exprs = [re.escape(name)] + ([rf"self\.{re.escape(attr)}"] if attr else [])
     pattern = re.compile(rf"\w\s*\([^#]*(?<![\w.])(?:{'|'.join(exprs)})(?![\w])")
-    # (only lines where a call starts: never a docstring's or a comment's text)
+    # (only lines where a call starts, read without their strings and comments: never a docstring's,
+    # a comment's or a string's text)
     calls = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)} if tree is not None else None
-    hits = [(k + 1, line.strip()) for k, line in enumerate(lines)
-            if (calls is None or k + 1 in calls) and pattern.search(line.split("#")[0] if "#" in line else line)]
+    code = _code_only(lines)
+    hits = [(k + 1, lines[k].strip()) for k, line in enumerate(code)
+            if (calls is None or k + 1 in calls) and pattern.search(line)]
     if not hits:
         return None
     before = [h for h in hits if ctx.lineno and h[0] < ctx.lineno]
