@@ -761,3 +761,17 @@ def test_a_none_grad_of_a_nonleaf_is_not_blamed_on_an_update_that_cannot_have_ma
         e = explain_error(exc)
     assert e.reasons == ("grad_is_none", "nonleaf_not_retained") and e.tensor_name == "w" and e.op == "SubBackward0"
     assert "rebound_leaf" not in e.reasons and "earlier iteration" not in str(e) and "not a leaf" in str(e)
+
+
+def test_a_result_computed_from_an_unseen_leaf_gets_a_fix_that_keeps_its_values():
+    """x_adv computed from a leaf no visible variable holds (an attack's): the fix detaches it into a new leaf, and nothing claims the leaf was never stored."""
+    def fgsm(img):
+        x = img.clone().requires_grad_()
+        return (x + 0.1 * torch.sign(x.detach())).clamp(0, 1)
+
+    x_adv = fgsm(torch.rand(3))
+    loss = (x_adv * 2).sum()
+    loss.backward()
+    e = gl.explain(x_adv, loss)
+    assert "is_a_copy" in e.reasons and "x_adv = x_adv.detach().requires_grad_()" in e.fix
+    assert "was never stored)" not in str(e)

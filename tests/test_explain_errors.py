@@ -663,3 +663,15 @@ def test_a_carried_state_of_a_sequentials_layer_is_fixed_in_python_syntax():
 
     e = gl.explain_error(_raised(program))
     assert e.reason == "graph_freed" and "model[1].v_mem = model[1].v_mem.detach()" in e.fix and "model.1.v_mem =" not in e.fix
+
+
+def test_a_non_scalar_autograd_grad_is_said_as_autograd_grad():
+    """torch.autograd.grad on a [2] output without grad_outputs: the answer names autograd.grad and grad_outputs, not backward()."""
+    def program():
+        w = torch.ones(2, requires_grad=True)
+        activs = w * 3
+        torch.autograd.grad(activs, w)
+
+    e = gl.explain_error(_raised(program))
+    assert e.reason == "nonscalar_backward" and "torch.autograd.grad() was called on activs" in str(e)
+    assert "grad_outputs=torch.ones_like(activs)" in e.fix and ".backward(" not in e.fix

@@ -20,14 +20,16 @@ def copy_answer(
     how = "a copy made by .to(), .double(), .float() or .cuda()" if is_to else f"the output of {kind or 'an operation'}"
     sentences = [
         f"{grad_of} {stays} because {who} is not a leaf: it is {how}, computed from a leaf tensor that "
-        f"you have no variable for (the leaf made by requires_grad=True was never stored).",
+        f"no variable graphlens can see holds (when it was made with requires_grad=True and never stored, "
+        f"nothing does).",
         f"PyTorch puts the gradient on that unnamed leaf ({copy_leaf}) and discards the one passing through {who}.",
     ]
     shape = ", ".join(map(str, node.shape)) if node is not None and node.shape else "3"
     example = (
         f"{name} = torch.randn({shape}, dtype=torch.{node.dtype if node is not None else 'float64'}, "
         f"requires_grad=True), or {name} = x.to(device).requires_grad_()"
-        if is_to else f"{name} = (torch.randn({shape}) * scale).requires_grad_()"
+        if is_to else f"{name} = {name}.detach().requires_grad_() (a new leaf with the same values), or for a "
+        f"parameter made so, {name} = (torch.randn({shape}) * scale).requires_grad_()"
     )
     fix = (
         f"Make {name} itself the leaf: do the arithmetic or conversion first and ask for the gradient last, "

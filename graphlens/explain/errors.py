@@ -244,20 +244,29 @@ def _nonscalar(message, match, g, trace, ctx) -> Explanation:
     tid = on_graph(g2, root) if g2 is not None else None
     shape = list(root.shape) if root is not None else None
     who = name or ("the output" + (f" of shape {shape}" if shape else ""))
+    grad_call = bool(re.search(r"\bgrad\s*\(", ctx.line or "")) and ".backward(" not in (ctx.line or "")
+    call = "torch.autograd.grad() was called on" if grad_call else "backward() was called on"
     sentences = [
-        f"backward() was called on {who}" + (f", of shape {shape}," if name and shape is not None else "")
-        + " without a gradient argument. PyTorch can start backward on its own only from a single number."
+        f"{call} {who}" + (f", of shape {shape}," if name and shape is not None else "")
+        + (" without grad_outputs." if grad_call else " without a gradient argument.")
+        + " PyTorch can start backward on its own only from a single number."
     ]
     if ctx.line:
         sentences.append(f"The failing line: {ctx.line}")
     x = name or "the output"
+    if grad_call:
+        fix = (f"Pass grad_outputs=torch.ones_like({name or 'outputs'}) to torch.autograd.grad (it then gives the "
+               f"gradient of the sum of {x}'s elements), or reduce {x} to a scalar first ({name or 'outputs'}.sum()); "
+               f"for one gradient per element, use torch.func.jacrev or is_grads_batched=True.")
+    elif name:
+        fix = (f"Reduce {x} to a scalar first ({name}.sum().backward() or .mean()), or pass the gradient yourself: "
+               f"{name}.backward(torch.ones_like({name})).")
+    else:
+        fix = ("Reduce the output to a scalar first (call .sum() or .mean() on it before .backward()), or pass the "
+               "gradient yourself: .backward(torch.ones_like(...)) with the output's shape.")
     return Explanation(
         ["nonscalar_backward"], sentences, tensor_name=name, tensor_id=tid, graph=g2, path=[tid] if tid else (), message=message,
-        line=ctx.line or None, lineno=ctx.lineno,
-        fix=(f"Reduce {x} to a scalar first ({name}.sum().backward() or .mean()), or pass the gradient yourself: "
-             f"{name}.backward(torch.ones_like({name}))." if name else
-             "Reduce the output to a scalar first (call .sum() or .mean() on it before .backward()), or pass the gradient "
-             "yourself: .backward(torch.ones_like(...)) with the output's shape."),
+        line=ctx.line or None, lineno=ctx.lineno, fix=fix,
     )
 
 
