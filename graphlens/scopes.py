@@ -27,13 +27,13 @@ def infer_scopes(graph: Graph) -> Graph:
     >>> sorted({op.scope for op in g.ops if op.scope})
     ['0', '2']
     """
-    if any(op.scope for op in graph.ops) or any(t.scope for t in graph.tensors):
+    if any(t.scope for t in graph.tensors):
         return graph
     scope: dict[str, str] = {}
     for t in graph.tensors:
         if t.is_leaf and t.requires_grad and t.name and "." in t.name and (t.is_parameter or t.op is None):
             scope[t.id] = t.name.rsplit(".", 1)[0]
-    if not scope:
+    if not scope or any(op.scope for op in graph.ops):  # (nothing to infer from, or scopes recorded already)
         return graph
     adjacency = graph.adjacency
     children, parents = adjacency.next, adjacency.prev

@@ -675,3 +675,26 @@ def test_a_non_scalar_autograd_grad_is_said_as_autograd_grad():
     e = gl.explain_error(_raised(program))
     assert e.reason == "nonscalar_backward" and "torch.autograd.grad() was called on activs" in str(e)
     assert "grad_outputs=torch.ones_like(activs)" in e.fix and ".backward(" not in e.fix
+
+
+def test_twin_critics_both_stepped_are_both_named():
+    """Two critics' weights both fit the in-place message and both were stepped: the answer names one, says the other fits too, and orders the steps after the backward."""
+    from torch.optim import Adam
+
+    def program():
+        torch.manual_seed(0)
+        q1, q2, policy = nn.Linear(4, 1), nn.Linear(4, 1), nn.Linear(4, 4)
+        q1_optim, q2_optim, policy_optim = Adam(q1.parameters()), Adam(q2.parameters()), Adam(policy.parameters())
+        states = torch.randn(8, 4)
+        sampled_action = policy(states)
+        policy_loss = -torch.min(q1(sampled_action), q2(sampled_action)).mean()
+        q1_loss, q2_loss = q1(states).pow(2).mean(), q2(states).pow(2).mean()
+        q1_optim.zero_grad(); q1_loss.backward(); q1_optim.step()  # noqa: E702
+        q2_optim.zero_grad(); q2_loss.backward(); q2_optim.step()  # noqa: E702
+        policy_optim.zero_grad(); policy_loss.backward()  # noqa: E702
+
+    e = gl.explain_error(_raised(program))
+    assert "optimizer_step_inplace" in e.reasons and e.tensor_name in ("q1.weight", "q2.weight")
+    other = "q1.weight" if e.tensor_name == "q2.weight" else "q2.weight"
+    assert f"{other} fits the message as well" in str(e) and f"The same holds for {other}" in e.fix
+    assert "clone()" not in e.fix

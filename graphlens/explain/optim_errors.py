@@ -91,6 +91,7 @@ class ParameterChange:
         self.nodes = nodes  # the live backward nodes that saved it (a view of it)
         self.optimizers = optimizers  # (name, optimizer, has state for the parameter)
         self.steps = steps  # (line, text) of "<optimizer>.step()" before the failing line
+        self.others: list[str] = []  # other parameters that fit the message as well (each stepped too)
 
 
 def modified_parameter(ctx: Context, shape: tuple, dtype: str, ver: int, producer: str | None = None) -> ParameterChange | None:
@@ -120,18 +121,25 @@ def modified_parameter(ctx: Context, shape: tuple, dtype: str, ver: int, produce
                     if all(leaf is not f for f in found):
                         found.append(leaf)
         stack.extend(c for c, _ in fn.next_functions if c is not None)
-    if len(found) != 1:  # (without the failed graph, a variable that happens to fit would be a guess)
+    if not found or len(found) > 4:  # (without the failed graph, a variable that happens to fit would be a guess)
         return None
+
+    def name_of(q: torch.Tensor) -> str | None:
+        names = [n for n, c in ctx.candidates if c is q]
+        return max(names, key=lambda n: (n.count("."), -len(n))) if names else None  # D.2.weight over a loop's p
+
+    def held_by(q: torch.Tensor) -> list[tuple[str, Any, bool]]:
+        return [(oname, opt, bool(opt.state.get(q))) for oname, opt in ctx.objects(torch.optim.Optimizer)
+                if any(r is q for group in opt.param_groups for r in group["params"])]
+
+    if len(found) > 1 and not all(any(h[2] for h in held_by(q)) for q in found):
+        return None  # (several fit, and not every one was stepped: which one changed is not known)
     p = found[0]
-    names = [n for n, c in ctx.candidates if c is p]
-    name = max(names, key=lambda n: (n.count("."), -len(n))) if names else None  # D.2.weight over a loop's p
-    optimizers = []
-    for oname, opt in ctx.objects(torch.optim.Optimizer):
-        held = any(q is p for group in opt.param_groups for q in group["params"])
-        if held:
-            optimizers.append((oname, opt, bool(opt.state.get(p))))
+    optimizers = held_by(p)
     steps = step_lines(ctx, [o[0] for o in optimizers]) if optimizers else []
-    return ParameterChange(p, name, optimizers, steps, [fn for leaf, fn in nodes if leaf is p])
+    change = ParameterChange(p, name_of(p), optimizers, steps, [fn for leaf, fn in nodes if leaf is p])
+    change.others = [name_of(q) or f"a parameter of shape {list(q.shape)}" for q in found[1:]]
+    return change
 
 
 def _leaves_near(fn: Any, depth: int = 3) -> list[torch.Tensor]:
@@ -241,6 +249,12 @@ def stale_parameter(message, gr, ctx: Context, change: ParameterChange, savers: 
     if stepped is None and line is None and lead[1]:
         lineno, line = lead
         sentences.append(f"graphlens read your code: line {lineno} ({line}) changes {p} in place; it is the likely culprit.")
+    if change.others:
+        sentences.append(f"{', '.join(change.others)} {'fits' if len(change.others) == 1 else 'fit'} the message as well "
+                         f"(the same shape, dtype and version), and {'its' if len(change.others) == 1 else 'each'} "
+                         f"optimizer holds state for {'it' if len(change.others) == 1 else 'them'}: "
+                         f"{'it was' if len(change.others) == 1 else 'they were'} stepped too, and the graph saved "
+                         f"{'it' if len(change.others) == 1 else 'them'} as well.")
     if stepped:
         reasons.append("optimizer_step_inplace")
         sentences.append(f"{root}.backward() goes back through the graph built with the old values of {p}, and those "
@@ -250,7 +264,9 @@ def stale_parameter(message, gr, ctx: Context, change: ParameterChange, savers: 
         reasons, sentences, tensor_name=change.name, tensor_id=tid, graph=gr, message=message,
         path=[x for x in [tid] + [o.id for o in savers] if x], op=saver.split(", ")[0] if saver else None,
         line=line, lineno=lineno, cause=cause or (savers[0].id if savers else None),
-        fix=parameter_fix(change, root if root != "the output" else "the second loss", saver, stepped, downstream),
+        fix=parameter_fix(change, root if root != "the output" else "the second loss", saver, stepped, downstream)
+        + (f" The same holds for {', '.join(change.others)}: every step that changes a parameter this backward needs "
+           f"must come after it." if change.others else ""),
     )
 
 
