@@ -1017,3 +1017,22 @@ def test_zero_weights_under_weight_norm_and_spectral_norm_are_named():
             loss = layer(torch.randn(4, 3)).sum()
         e = gl.explain(loss, tr)
         assert "division_by_zero" in e.reasons and word in str(e) and "initialise" in e.fix, str(e)
+
+
+def test_two_helpers_parameters_of_one_name_do_not_name_two_tensors_alike():
+    """softmax(src) and scatter_add(src) call different tensors src: exp's result is not named src beside its input src."""
+    def scatter_add(src, index, dim_size):
+        return torch.zeros((dim_size,), dtype=src.dtype).index_add(0, index, src)
+
+    def softmax(src, index, num_nodes):
+        out = src.exp()
+        return out / (scatter_add(out, index, num_nodes)[index] + 1e-16)
+
+    alpha = torch.tensor([101.9, 1.0, 2.0, 3.0], requires_grad=True)
+    index = torch.tensor([0, 0, 1, 1])
+    with gl.trace() as tr:
+        p = softmax(alpha * 1.0, index, 2)
+        loss = p.sum()
+    e = gl.explain(loss, tr)
+    assert e.op == "exp" and "out = src.exp()" in (e.line or "")
+    assert "inf at src[" not in str(e)  # (the input is src there; its result is not)

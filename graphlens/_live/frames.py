@@ -34,7 +34,7 @@ def _user_code(frame: FrameType) -> bool:
 
 class FrameNotes:
     """The part of :class:`~graphlens._live.recorder.Recorder` that reads the user's frames (a
-    mixin: it uses the recorder's ``frame``, ``code``, ``tnames``, ``inner_names``,
+    mixin: it uses the recorder's ``frame``, ``code``, ``tnames``, ``inner_names``, ``inner_codes``,
     ``where``, ``origins`` and ``index_of``)."""
 
     def note_origin(self, i: int) -> None:
@@ -67,9 +67,13 @@ class FrameNotes:
             lineno = frame.f_lineno
             self.where[j] = (lineno, source_line(frame.f_code.co_filename, lineno))
             names = self.inner_names  # (the block's own names win: see freeze)
+            codes = self.inner_codes
+            code = frame.f_code
             for name, t in frame_candidates(frame, with_globals=False):
                 i = self.index_of(t)
                 if i is not None and i not in names and any(t is x for x in ins):
+                    if codes.setdefault(name, code) is not code:
+                        continue  # (another function's src is another tensor: one name would mean two)
                     names[i] = name
         finally:
             del frame
