@@ -89,11 +89,9 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.made: dict[int, tuple[str, int]] = {}  # factory-made record -> (function, lasti)
         self.data_of: dict[int, int] = {}  # a .data alias's record -> the record of the tensor it shares memory with
         self.detach_of: dict[int, int] = {}  # a detach() alias's record -> the record of the tensor it shares memory with
-        # In-place writes through a detach() alias: (op, record of the source before, record of the alias written);
-        # and the source's record made afterwards for its changed value -> the write that changed it.
-        self.alias_writes: list[tuple[int, int, int]] = []
-        self.written_by: dict[int, int] = {}  # new record -> index into alias_writes
-        self.pending_writes: dict[int, int] = {}  # source's latest record when written -> index into alias_writes
+        self.alias_writes: list[tuple[int, int, int]] = []  # writes through a detach() alias: (op, source, alias)
+        self.written_by: dict[int, int] = {}  # the source's record made for the value an alias write gave it -> the write
+        self.pending_writes: dict[int, int] = {}  # (the source's latest record when written -> the write)
         self.autocast: dict[int, str] = {}  # op -> the dtype autocast ran it in (see note_autocast)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
@@ -111,9 +109,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         # with where each pass starts; per pass, whether it kept the graph and finished.
         self.flowed: list[tuple[int, int, Any]] = []
         self.order: list[int] = []
-        # The engine's steps, as they ran: (op, pass, heads arrived, heads sent); the
-        # .grad writes they made: (step, tensor record, head after); and each watched
-        # tensor's .grad as a pass began: {(pass, record): head}.
+        # The engine's steps, as they ran: (op, pass, heads arrived, heads sent); the .grad writes they made:
+        # (step, tensor record, head after); and each watched tensor's .grad as a pass began: {(pass, record): head}.
         self.steps: list[tuple] = []
         self.writes: list[tuple] = []
         self.grad_before: dict[tuple[int, int], Any] = {}
@@ -144,9 +141,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         """Note a backward call from ``roots`` (``kept``: with ``retain_graph``; ``created``: with
         ``create_graph=True``)."""
         self.pass_created.append(bool(created))
-        # (the sequence number the next node made on this thread gets: the nodes made before
-        # this backward call have lower ones; None on a torch without the counter)
-        self.pass_seqs.append(_next_sequence_nr() if _next_sequence_nr is not None else None)
+        self.pass_seqs.append(_next_sequence_nr() if _next_sequence_nr is not None else None)  # (nodes made before: lower)
         super().begin_pass(roots, kept=kept)
 
     def note_end(self) -> None:
@@ -251,9 +246,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                     # order the engine runs the nodes in (and so the rounding of the sums).
                     stale = not _grad_enabled() and t._is_view()
                     k = self.new_tensor(t, op, rec[_OUTPUT_NR], None, None, leaf=rec[_IS_LEAF] if stale else None)
-                    w = self.pending_writes.pop(i, None)
-                    if w is not None:
-                        self.written_by[k] = w
+                    if i in self.pending_writes:  # (a write through a detach() alias made this version)
+                        self.written_by[k] = self.pending_writes.pop(i)
                     return k
                 if rec[_REQUIRES_GRAD] or (op is not None and self.ops[op][_NAME] is not None):
                     return i
@@ -436,9 +430,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                 if i is None:
                     i = self.input(a)  # (first seen: a parameter, the data; recorded as record_any would)
                 r = recs[i]
-                # (a record that does not require grad stays right while the tensor does
-                # not either; record_any handles the rest, e.g. requires_grad_() since, or a
-                # new version made through an alias: d = a.detach(); d += 1)
+                # (a record that does not require grad stays right while the tensor does not either; record_any
+                # handles the rest, e.g. requires_grad_() since, or a new version made through an alias: d += 1)
                 if refs[i]() is not a or not (r[_REQUIRES_GRAD] or not a.requires_grad) or r[_VERSION] < 0 or a._version != r[_VERSION]:
                     return self.record_any(func, kind, args, kwargs, out, caller)
                 ins.append(i)
