@@ -515,7 +515,7 @@ def _step_answer(g: Graph, links: Links, node: TensorNode, grad_t: TensorNode, w
     sentences, codes, fix = [s1], ["nonfinite_forward", "nonfinite_parameter"], _GUARD
     after = _changed_after(g, links, param, w.after)
     relevant = links.upstream(step.op) - {step.op}
-    origins = _origins(steps, step.backward, relevant)
+    origins = _origins(steps, step.backward, relevant, links, step.op)
     root = _pass_root(links, steps, step.backward)
     desc = _origin(g, links, origins[0], relevant | {step.op}) if origins else None
     loss_finite = root is None or not bad(g.node(root).value)

@@ -25,11 +25,23 @@ def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
     return answer(*args, **kwargs)
 
 
-def _origins(steps: list, pass_nr: int | None, relevant: set | None) -> list:
+def _origins(steps: list, pass_nr: int | None, relevant: set | None, links: Links | None = None, end: str | None = None) -> list:
     """The steps (of backward pass ``pass_nr``, among the ``relevant`` nodes) that sent a
-    non-finite gradient while every gradient that arrived was finite, in the engine's order."""
-    return [s for s in steps if (pass_nr is None or s.backward == pass_nr) and (relevant is None or s.op in relevant)
-            and any(bad(x) for x in s.grads_out) and not any(bad(x) for x in s.grads_in)]
+    non-finite gradient while every gradient that arrived was finite, in the engine's order.
+    Given ``links`` (and ``end``, the node of the tensor asked about), only a step that sent it
+    along an edge toward that tensor (to a relevant node, or to ``end``): a node that sent NaN
+    only to another parameter is not where this tensor's NaN began."""
+    out = [s for s in steps if (pass_nr is None or s.backward == pass_nr) and (relevant is None or s.op in relevant)
+           and any(bad(x) for x in s.grads_out) and not any(bad(x) for x in s.grads_in)]
+    if links is None or relevant is None:
+        return out
+    toward = relevant | ({end} if end else set())
+
+    def leads(s) -> bool:
+        nexts = links.nexts.get(s.op, {})
+        return any(bad(x) and nexts.get(k, (None,))[0] in toward for k, x in enumerate(s.grads_out))
+
+    return [s for s in out if leads(s)] or out
 
 
 def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
@@ -38,8 +50,14 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
     op = g.node(step.op)
     fwd, code, lineno = op.forward, op.code, op.line
     inside, fop = "", step.op  # (fop: the op whose forward inputs and result the answer reads)
-    if fwd is None:  # (a node the forward op made inside, e.g. the reciprocal of 1 / x)
-        parent = next((p for p in links.parents.get(step.op, ()) if g.node(p).forward), None)
+    if fwd is None:  # (a node the forward op made inside, e.g. the reciprocal of 1 / x, einsum's bmm under its views)
+        parent, frontier = None, [step.op]
+        for _ in range(6):
+            ups = [p for f in frontier for p in links.parents.get(f, ())]
+            parent = next((p for p in ups if g.node(p).forward), None)
+            if parent is not None or not ups:
+                break
+            frontier = ups
         if parent is not None:
             fop, pn = parent, g.node(parent)
             fwd, code, lineno, inside = pn.forward, pn.code, pn.line, f" inside {pn.forward}"
@@ -76,7 +94,8 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
     xv = value_at(g.node(xin).value, at, tuple(tshape)) if xin is not None and positional(fwd) and not through else None
     allv = [value_at(g.node(t).value, at, tuple(tshape)) for t in inputs] if positional(fwd) and not through else None
     codes, why, fix = backward_cause(g, links, fop, step.name, fwd, x, value=xv, dtype=sent.dtype if sent else None, values=allv,
-                                     inputs_finite=not any(bad(g.node(t).value) for t in inputs))
+                                     inputs_finite=bool(inputs) and not any(bad(g.node(t).value) for t in inputs))
+    # (no recorded input: "every input was finite" would be said of nothing)
     domain = "invalid_domain" in codes
     out_t = next(iter(links.made.get(fop, {}).values()), None)
     zero = arrived is not None and value_at(arrived, at, tuple(tshape)) == 0
@@ -192,7 +211,7 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
         relevant = links.upstream(acc) - {acc}
     elif node.op is not None:
         relevant = links.upstream(node.op) - ({node.op} if where == "flowed" else set())
-    origins = _origins(steps, pass_nr, relevant) if pass_nr is not None else []
+    origins = _origins(steps, pass_nr, relevant, links, acc or (node.op if where != "flowed" else None)) if pass_nr is not None else []
     if not origins:
         hooked = _hook_answer(g, links, node, who, steps, pass_nr, relevant, common) if pass_nr is not None else None
         return hooked or _unseen_gradient(g, links, node, who, steps, common)

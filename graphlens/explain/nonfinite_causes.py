@@ -358,6 +358,14 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
     line = filler.line if filler is not None else fill.line
     where = f" at line {line}" if line else ""
     written = base(filler.forward) if filler is not None else base(fill.made_by)
+    v = fill.value
+    if v is not None and v.nonfinite_value == float("inf") and not any(x == float("-inf") for x in (v.head or ())):
+        # (the mask wrote +inf: -float('-inf') is +inf; no row of it is "every element -inf")
+        return Cause("masked_softmax", f"The mask {written}{where} wrote +inf, not -inf (-float('-inf') is +inf): a softmax "
+                     f"over a row that holds +inf computes exp(inf - inf) = NaN, and the masked positions get the "
+                     f"highest weight instead of none.",
+                     "Fill the masked positions with float('-inf') (or torch.finfo(x.dtype).min), the lowest value: check "
+                     "the sign of the fill value.")
     if name in ATTENTIONS:
         rows = _masked_rows(g, fill.id, -1)
         why = (f"Attention takes a softmax over the keys of each query, and the softmax of a row whose every element is "
