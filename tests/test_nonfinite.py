@@ -1036,3 +1036,15 @@ def test_two_helpers_parameters_of_one_name_do_not_name_two_tensors_alike():
     e = gl.explain(loss, tr)
     assert e.op == "exp" and "out = src.exp()" in (e.line or "")
     assert "inf at src[" not in str(e)  # (the input is src there; its result is not)
+
+
+def test_a_gradient_made_with_create_graph_is_not_said_to_come_from_finite_inputs():
+    """dydx from autograd.grad(create_graph=True) is inf where sqrt's derivative is: its maker is a backward node whose inputs the trace did not record, so no 'from finite inputs'."""
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = torch.sqrt(x)
+        (dydx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+        loss = (dydx * 0).sum()
+    e = gl.explain(loss, tr)
+    assert torch.isnan(loss) and "nonfinite_unseen" in e.reasons
+    assert "from finite inputs" not in str(e) and "cannot tell" in str(e)

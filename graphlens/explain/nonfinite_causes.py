@@ -281,6 +281,14 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     shown = ", ".join(f"{links.label(t)} = {format_number(v, 6)}" for t, v in zip(inputs, vals) if type(v) in (float, int))
     at_what = f" (there, {shown})" if shown else ""
     huge = _near_limit(g, inputs, out.dtype)
+    if op.forward is None or not inputs:
+        # (a backward node made it, for a gradient computed with create_graph=True, or an op whose inputs the trace
+        # did not record: what went in is not known, so "from finite inputs" would be a guess)
+        return Cause("nonfinite_unseen", f"{fwd} made {kind(bad_value)} there, but the trace recorded none of its inputs "
+                     f"(a gradient computed with create_graph=True is made by backward nodes, whose incoming gradients "
+                     f"are not recorded as inputs), so graphlens cannot tell whether {fwd} made it or passed it on.",
+                     f"Ask about the tensors that gradient was computed from (explain each one), or run the forward under "
+                     f"torch.autograd.set_detect_anomaly(True), which names the backward node that first returned NaN.")
     if inf and huge is not None:
         return Cause("nonfinite_forward", f"{fwd} returned {kind(bad_value)} from finite inputs, some as large as "
                      f"{format_number(huge, 3)}, near {out.dtype}'s range: it may have overflowed inside, or be infinite "
