@@ -284,7 +284,7 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     if op.forward is None or not inputs:
         # (a backward node made it, for a gradient computed with create_graph=True, or an op whose inputs the trace
         # did not record: what went in is not known, so "from finite inputs" would be a guess)
-        return Cause("nonfinite_unseen", f"{fwd} made {kind(bad_value)} there, but the trace recorded none of its inputs "
+        return Cause("nonfinite_forward", f"{fwd} made {kind(bad_value)} there, but the trace recorded none of its inputs "
                      f"(a gradient computed with create_graph=True is made by backward nodes, whose incoming gradients "
                      f"are not recorded as inputs), so graphlens cannot tell whether {fwd} made it or passed it on.",
                      f"Ask about the tensors that gradient was computed from (explain each one), or run the forward under "
