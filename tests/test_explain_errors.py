@@ -698,3 +698,18 @@ def test_twin_critics_both_stepped_are_both_named():
     other = "q1.weight" if e.tensor_name == "q2.weight" else "q2.weight"
     assert f"{other} fits the message as well" in str(e) and f"The same holds for {other}" in e.fix
     assert "clone()" not in e.fix
+
+
+def test_a_transformed_parameter_given_to_an_optimizer_points_at_its_leaf():
+    """A constrained parameter (exp of an unconstrained leaf) given to Adam: the answer says it is computed from one leaf and gives the optimizer that leaf, never a detached copy as the fix."""
+    store = {"mu_unconstrained": torch.zeros(2, requires_grad=True)}
+
+    def param(name):
+        return store[name + "_unconstrained"].exp() + 0.0
+
+    def program():
+        torch.optim.Adam([param("mu")], lr=0.01)
+
+    e = gl.explain_error(_raised(program))
+    assert e.reason == "optimizer_nonleaf" and "computed from one leaf that requires grad" in str(e)
+    assert "Give the optimizer the leaf" in e.fix and "would train a copy" in e.fix and "randn" not in e.fix

@@ -44,8 +44,20 @@ def optimizer_nonleaf(message, match, g, trace, ctx: Context) -> Explanation:
     ]
     if text:
         sentences.append(f"{name} is made at line {at}: {text}.")
+    base = _leaves_below(t.grad_fn) if made else []
+    bname = ctx.object_name(base[0]) if len(base) == 1 else None
+    if len(base) == 1:
+        leaf = bname or f"a leaf of shape {list(base[0].shape)} that no variable graphlens can see holds"
+        sentences.append(f"It is computed from one leaf that requires grad, {leaf}: that leaf is what backward fills and "
+                         f"an optimizer can update.")
     remade = _as_leaf(text, name) if text else None
-    if remade:
+    if len(base) == 1 and not remade and not copy:  # (a copy is better made as the leaf: the fix below)
+        x = name or "the tensor"
+        where = bname or "the leaf (where your code or a library keeps it: for a constrained or transformed parameter, the unconstrained one)"
+        fix = (f"Give the optimizer {where}, and compute {x} from it again after each step, so the update reaches {x}; "
+               f"making {x} a leaf of its own (detach().requires_grad_()) would train a copy that nothing computed from "
+               f"that leaf reads.")
+    elif remade:
         fix = (f"Make {name} the leaf itself: {remade} (the arithmetic or copy first, then requires_grad), or give the "
                f"optimizer the leaf {name} is computed from.")
     else:
@@ -55,6 +67,24 @@ def optimizer_nonleaf(message, match, g, trace, ctx: Context) -> Explanation:
                f"requires_grad=True)), or {x} = {x}.detach().requires_grad_() if its history is not needed.")
     return Explanation(["optimizer_nonleaf"], sentences, fix=fix, tensor_name=name, graph=g, message=message, op=made,
                        line=text or ctx.line or None, lineno=at or ctx.lineno)
+
+
+def _leaves_below(fn: Any, limit: int = 500) -> list[torch.Tensor]:
+    """The distinct leaves that require grad below backward node ``fn`` (their AccumulateGrad variables)."""
+    out: list[torch.Tensor] = []
+    stack, seen = [fn], set()
+    while stack and len(seen) < limit:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        if type(f).__name__ == "AccumulateGrad":
+            v = f.variable
+            if all(v is not o for o in out):
+                out.append(v)
+            continue
+        stack.extend(c for c, _ in f.next_functions)
+    return out
 
 
 def _as_leaf(code: str, name: str) -> str | None:
