@@ -320,8 +320,9 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                     f"Cut the carried tensor{'s' if ties else ''} from the old graph at the start (or end) of each "
                     f"iteration: {'; '.join(cuts)}"
                     + ("" if element or ties else " (for an LSTM, detach both h and c)") + "."
-                    + (" If the batches are independent, reset the states instead at the start of each one (as a "
-                       "module's reset or init_hidden does), so nothing is carried." if ties or "." in name else "")
+                    + (" If the batches are independent, reset the states instead at the start of each one with new "
+                       "tensors (as a module's reset or init_hidden does), so nothing is carried: a reset in place "
+                       "(state.zero_()) keeps the tensor's history." if ties or "." in name else "")
                 )
     del nodes
     path: list[str] = []

@@ -201,8 +201,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     if name == "pow" and len(nums) >= 1 and nums[0] < 0 and not inf:
         return Cause("invalid_domain", "A negative base to a fractional power is NaN.",
                      "If a negative base is meant to have a real root (a cube root, x ** (1 / 3)), take the root of its "
-                     "magnitude and keep the sign: torch.sign(x) * x.abs() ** p; else keep the base >= 0 (clamp it) "
-                     "before the power.")
+                     "magnitude and keep the sign: torch.sign(x) * x.abs() ** e, with e the fractional power (1 / 3 for "
+                     "a cube root); else keep the base >= 0 (clamp it) before the power.")
     if name == "pow" and inf and len(nums) >= 2 and nums[1] < 0 and 0 < abs(nums[0]) < 1:
         x = links.label(inputs[0]) if inputs else "x"
         return Cause("overflow", f"A base this close to 0 ({format_number(nums[0], 6)}) raised to a negative power "

@@ -42,4 +42,4 @@ def test_names_the_second_pow_and_a_negative_base():
 def test_fix_offers_the_real_odd_root():
     """The fix gives the real root, sign(x) * |x| ** p, before clamping the base."""
     my_tensor, result, tr = odd_root()
-    expect(gl.explain(result, tr), fix=("torch.sign(x) * x.abs() ** p", "real root"))
+    expect(gl.explain(result, tr), fix=("torch.sign(x) * x.abs() ** e", "1 / 3 for a cube root", "real root"))
