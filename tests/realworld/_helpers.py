@@ -8,6 +8,7 @@ lives here.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import pytest
@@ -50,6 +51,21 @@ def explained(fn: Callable, how: str = "plain", *args, **kwargs) -> Explanation:
         exc, tr = traced_error(fn, *args, **kwargs)
         return gl.explain_error(exc, tr)
     raise ValueError(f"how must be one of {HOW}, not {how!r}")
+
+
+def explained_in(program: Callable, how: str = "plain") -> Explanation:
+    """graphlens's explanation of the error ``program(ctx)`` raises, for a program that opens the
+    block itself at its own line (``with ctx:`` around the user's loop, after the setup):
+    ``how="traced"`` passes ``gl.trace(explain_errors=True)`` and asks ``explain_error(exc, tr)``,
+    ``how="plain"`` passes a context that does nothing and asks ``explain_error(exc)``."""
+    if how not in HOW:
+        raise ValueError(f"how must be one of {HOW}, not {how!r}")
+    tr = gl.trace(explain_errors=True) if how == "traced" else None
+    try:
+        program(tr if tr is not None else contextlib.nullcontext())
+    except Exception as exc:  # noqa: BLE001 - the user's program may raise any error
+        return gl.explain_error(exc, tr) if tr is not None else gl.explain_error(exc)
+    pytest.fail(f"{getattr(program, '__name__', program)}() raised nothing: the case no longer reproduces its error")
 
 
 def note(fn: Callable, *args, **kwargs) -> str:

@@ -17,15 +17,12 @@ says a state is "carried from the previous iteration" would be wrong. A trace se
 part was made: the conv's line, run once.
 """
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-import graphlens as gl
-from _helpers import expect
+from _helpers import expect, explained_in
 
 
 class Dataset1D(Dataset):
@@ -76,33 +73,20 @@ def converted_once(ctx):
         trainer.train()
 
 
-def _error(traced: bool):
-    tr = gl.trace(explain_errors=True) if traced else None
-    try:
-        converted_once(tr if traced else contextlib.nullcontext())
-    except RuntimeError as exc:
-        return exc, tr
-    raise AssertionError("the program no longer fails")
-
-
 def test_traced_answer_names_the_line_that_ran_once():
     """explain_error(exc, tr): graph_built_once at the conv line (training_seq = conv1D(raw)), never a state carried from the previous iteration."""
-    exc, tr = _error(traced=True)
-    e = gl.explain_error(exc, tr)
-    expect(e, reason="graph_freed", reasons=("graph_built_once",), not_reasons=("carried_state",),
+    expect(explained_in(converted_once, "traced"), reason="graph_freed", reasons=("graph_built_once",), not_reasons=("carried_state",),
            says=("line", "training_seq = conv1D(raw)", "ran once"), never=("previous iteration",))
 
 
 def test_traced_fix_makes_the_converted_data_without_a_graph():
     """The traced fix detaches (or no_grads) training_seq where it is made, or moves the conv into the loop."""
-    exc, tr = _error(traced=True)
-    expect(gl.explain_error(exc, tr), fix=("training_seq = training_seq.detach()", "torch.no_grad()", "inside the loop"),
+    expect(explained_in(converted_once, "traced"), fix=("training_seq = training_seq.detach()", "torch.no_grad()", "inside the loop"),
            never_fix=("retain_graph=True", "for an LSTM"))
 
 
 def test_plain_answer_says_nothing_is_fed_back_and_hedges():
     """explain_error(exc) without a trace: not carried_state (the loop never feeds data back); the built-once reading is said as a condition."""
-    exc, _ = _error(traced=False)
-    expect(gl.explain_error(exc), reason="graph_freed", not_reasons=("carried_state",), tensor="data",
+    expect(explained_in(converted_once, "plain"), reason="graph_freed", not_reasons=("carried_state",), tensor="data",
            says=("does not feed data back", "if so"), never=("previous iteration into this one",),
            fix=("torch.no_grad()",), never_fix=("for an LSTM",))

@@ -17,14 +17,12 @@ The link is the state s, never out (out is the second step's own result). There 
 "previous iteration" to speak of.
 """
 
-import contextlib
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
-import graphlens as gl
-from _helpers import expect
+from _helpers import expect, explained_in
 
 
 class LIFState(NamedTuple):
@@ -76,27 +74,18 @@ def state_reused(ctx):
         loss.backward()
 
 
-def _explained(how: str):
-    tr = gl.trace(explain_errors=True) if how == "traced" else None
-    try:
-        state_reused(tr if tr is not None else contextlib.nullcontext())
-    except RuntimeError as exc:
-        return gl.explain_error(exc, tr) if tr is not None else gl.explain_error(exc)
-    raise AssertionError("the program no longer fails")
-
-
 def test_traced_answer_names_the_state_as_the_link():
     """With a trace: graph_freed through the state s (one of its tensors), used by both backward passes; never out."""
-    expect(_explained("traced"), reason="graph_freed", tensor=("s[0]", "s[1]", "s.v", "s.i"),
+    expect(explained_in(state_reused, "traced"), reason="graph_freed", tensor=("s[0]", "s[1]", "s.v", "s.i"),
            says=("used by two backward passes",), never=("reached through out", "previous iteration"))
 
 
 def test_plain_answer_names_the_state_too():
     """Without a trace, the state the frame still holds is the link read from the live graph; never out, never a docstring line."""
-    expect(_explained("plain"), reason="graph_freed", tensor=("s[0]", "s[1]", "s.v", "s.i"),
+    expect(explained_in(state_reused, "plain"), reason="graph_freed", tensor=("s[0]", "s[1]", "s.v", "s.i"),
            never=("reached through out", "previous iteration", "fed back in at line"))
 
 
 def test_fix_detaches_the_whole_state():
     """The fix detaches every tensor of s before the second step (or one backward, or retain_graph), never out.detach()."""
-    expect(_explained("traced"), fix=("t.detach() for t in s", "retain_graph=True"), never_fix=("out = out.detach()",))
+    expect(explained_in(state_reused, "traced"), fix=("t.detach() for t in s", "retain_graph=True"), never_fix=("out = out.detach()",))

@@ -17,13 +17,10 @@ p (the same tensor object as the last block's out). Its own grad_fn tells what c
 AddBackward0 node on top of the ReluBackward0 that saved it.
 """
 
-import contextlib
-
 import torch
 from torch import nn
 
-import graphlens as gl
-from _helpers import expect
+from _helpers import expect, explained_in
 
 
 class Convolutional(nn.Module):
@@ -71,21 +68,12 @@ def csp_step(ctx):
         loss.backward()
 
 
-def _explained(traced: bool):
-    tr = gl.trace(explain_errors=True) if traced else None
-    try:
-        csp_step(tr if traced else contextlib.nullcontext())
-    except RuntimeError as exc:
-        return gl.explain_error(exc, tr) if traced else gl.explain_error(exc)
-    raise AssertionError("the program no longer fails")
-
-
 def test_plain_answer_reads_the_add_from_the_live_node():
     """explain_error(exc): p, saved by ReluBackward0, its own grad_fn an AddBackward0 on top (an add: +=), and an out-of-place add as the fix."""
-    expect(_explained(False), reason="inplace_saved", tensor="p", op="ReluBackward0",
+    expect(explained_in(csp_step, "plain"), reason="inplace_saved", tensor="p", op="ReluBackward0",
            says=("AddBackward0", "+="), fix=("p = p + ...",), never_fix=("set_detect_anomaly",))
 
 
 def test_traced_answer_names_the_line_of_the_add():
     """explain_error(exc, tr): the out += residual line in CSPBlock.forward."""
-    expect(_explained(True), reason="inplace_saved", line="out += residual")
+    expect(explained_in(csp_step, "traced"), reason="inplace_saved", line="out += residual")

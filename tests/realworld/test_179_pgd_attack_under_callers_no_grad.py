@@ -15,13 +15,10 @@ else branch: a delta was given) and loss = -loss (the if minimize branch: not ta
 it used requires grad, so its making is not the cut; the trace saw cross_entropy make the loss.
 """
 
-import contextlib
-
 import torch
 from torch import nn
 
-import graphlens as gl
-from _helpers import expect
+from _helpers import expect, explained_in
 
 
 def perturb_iterative(xvar, yvar, predict, nb_iter, eps_iter, loss_fn, delta_init=None, minimize=False):
@@ -66,22 +63,13 @@ def evaluate(ctx):
                 outputs = net(adv_untargeted)
 
 
-def _explained(traced: bool):
-    tr = gl.trace(explain_errors=True) if traced else None
-    try:
-        evaluate(tr if traced else contextlib.nullcontext())
-    except RuntimeError as exc:
-        return gl.explain_error(exc, tr) if traced else gl.explain_error(exc)
-    raise AssertionError("the program no longer fails")
-
-
 def test_traced_answer_is_no_grad_at_the_line_that_made_the_loss():
     """explain_error(exc, tr): created_in_no_grad, cross_entropy, at loss = loss_fn(outputs, yvar); never loss = -loss."""
-    expect(_explained(True), reason="no_grad_fn", reasons=("created_in_no_grad",), op="cross_entropy",
+    expect(explained_in(evaluate, "traced"), reason="no_grad_fn", reasons=("created_in_no_grad",), op="cross_entropy",
            line="loss = loss_fn(outputs, yvar)", never=("loss = -loss",), fix=("torch.no_grad()",))
 
 
 def test_plain_answer_blames_no_branch_that_did_not_run():
     """explain_error(exc): no lead from zeros_like (the else branch; the delta used requires grad), never loss = -loss."""
-    expect(_explained(False), reason="no_grad_fn", not_reasons=("cut_by_nondifferentiable_op",),
+    expect(explained_in(evaluate, "plain"), reason="no_grad_fn", not_reasons=("cut_by_nondifferentiable_op",),
            never=("zeros_like", "loss = -loss"), never_fix=("zeros_like",))

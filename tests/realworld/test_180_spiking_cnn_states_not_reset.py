@@ -14,13 +14,10 @@ the start of every forward (utils.reset(self.net)): the batches are independent.
 Both neuron layers carry state: detaching only one of them still raises the same error.
 """
 
-import contextlib
-
 import torch
 from torch import nn
 
-import graphlens as gl
-from _helpers import expect
+from _helpers import expect, explained_in
 
 
 class FastSigmoid(torch.autograd.Function):
@@ -84,24 +81,15 @@ def train(ctx):
             optimizer.step()
 
 
-def _explained(traced: bool):
-    tr = gl.trace(explain_errors=True) if traced else None
-    try:
-        train(tr if traced else contextlib.nullcontext())
-    except RuntimeError as exc:
-        return gl.explain_error(exc, tr) if traced else gl.explain_error(exc)
-    raise AssertionError("the program no longer fails")
-
-
 def test_names_both_carried_states():
     """explain_error(exc): carried_state naming both neuron layers' mem (model.net.2.mem and model.net.5.mem), each to be cut; no "fed back" line read from a string."""
-    e = _explained(False)
+    e = explained_in(train, "plain")
     expect(e, reason="graph_freed", reasons=("carried_state",), says=("model.net.2.mem", "model.net.5.mem"),
            never=("fed back in at line",))
 
 
 def test_fix_cuts_every_state_or_resets_them():
     """The fix detaches both states (in Python syntax) or resets them at the start of each batch; never retain_graph."""
-    for traced in (False, True):
-        expect(_explained(traced), fix=("model.net[2].mem = model.net[2].mem.detach()", "model.net[5].mem = model.net[5].mem.detach()",
+    for how in ("plain", "traced"):
+        expect(explained_in(train, how), fix=("model.net[2].mem = model.net[2].mem.detach()", "model.net[5].mem = model.net[5].mem.detach()",
                                         "reset the states"), never_fix=("retain_graph=True",))
