@@ -19,14 +19,7 @@ def fed_back(ctx: Context, name: str) -> bool | None:
     only assigns it from other values (``data = next(loader)``, ``for data in loader``) or
     not at all; None when that is not known (no source, no loop, a name that is no plain
     variable of the function: a module's state is set in its own methods)."""
-    if ctx.frame is None or not ctx.lineno or not name.isidentifier():
-        return None
-    tree, _ = source(ctx)
-    if tree is None:
-        return None
-    first = ctx.frame.f_code.co_firstlineno
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))
-             and first <= n.lineno <= ctx.lineno <= (n.end_lineno or 0)]
+    loops = _loops_around(ctx) if name.isidentifier() else None
     if not loops:
         return None
     loop = max(loops, key=lambda n: n.lineno)
@@ -50,13 +43,20 @@ def fed_back(ctx: Context, name: str) -> bool | None:
 
 def in_loop(ctx: Context) -> bool | None:
     """Whether the failing line lies in a loop of the raising function (None: not known)."""
+    loops = _loops_around(ctx)
+    return None if loops is None else bool(loops)
+
+
+def _loops_around(ctx: Context) -> list | None:
+    """The ``for`` and ``while`` loops of the raising function's source that hold the failing
+    line (None: no frame, line or source to read)."""
     if ctx.frame is None or not ctx.lineno:
         return None
     tree, _ = source(ctx)
     if tree is None:
         return None
     first = ctx.frame.f_code.co_firstlineno
-    return any(isinstance(n, (ast.For, ast.While)) and first <= n.lineno <= ctx.lineno <= (n.end_lineno or 0) for n in ast.walk(tree))
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While)) and first <= n.lineno <= ctx.lineno <= (n.end_lineno or 0)]
 
 
 def made_once(trace, nodes: list, split: int) -> tuple[int, str, str | None] | None:
