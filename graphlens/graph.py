@@ -9,7 +9,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from ._json_v1 import V1_SAVED, V1_TEXTS, tensor_v1
 from .values import (
-    COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, PRECISION, SAVED, SHAPE, SUMMARIES,
+    COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE, SUMMARIES,
     SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
     format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
 )
@@ -101,6 +101,9 @@ class OpNode(NamedTuple):
     infinity was made, or a derivative can be infinite, as ``sqrt``'s at 0), and ``code``,
     that line's source text, stripped; ``autocast`` is the dtype autocast was set to
     (``"float16"``, ``"bfloat16"``) when the call ran under autocast and made a result of it.
+    ``written``, for a traced assignment into a tensor (``z[0] = v``, ``z[mask] = v``), is the
+    flat (row-major) positions of that tensor the assignment wrote, when the trace could tell
+    (``None`` otherwise).
     """
 
     id: str
@@ -113,6 +116,7 @@ class OpNode(NamedTuple):
     line: int | None = None
     code: str | None = None
     autocast: str | None = None
+    written: tuple[int, ...] | None = None
 
     @property
     def label(self) -> str:
@@ -202,7 +206,7 @@ _TENSOR = kinds_of(
     **dict.fromkeys(("is_leaf", "requires_grad", "retains_grad", "is_view", "is_parameter"), FLAG),
 )
 _TENSOR_V1 = {**_TENSOR, "grad": TEXT_OR_NULL, "value": TEXT_OR_NULL, "flowed": V1_TEXTS}
-_OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL,
+_OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL, written=POSITIONS_OR_NULL,
              **dict.fromkeys(("name", "forward", "variable", "region", "scope", "code", "autocast"), TEXT_OR_NULL))
 _OP_V1 = {**_OP, "saved": V1_SAVED}
 _GRAPH_FIELDS = ("schema", "source", "roots", "tensors", "ops", "edges", "notes")

@@ -405,6 +405,10 @@ FLAG = Kind("true or false", lambda v: v is True or v is False)
 INTEGER = Kind("an integer", _is_int)
 INTEGER_OR_NULL = INTEGER.or_null()
 COUNT = Kind("an integer >= 0", lambda v: type(v) is int and v >= 0)
+POSITIONS_OR_NULL = Kind(
+    "a list of positions (integers >= 0)", lambda v: _is_list(v) and all(type(n) is int and n >= 0 for n in v),
+    lambda v, where, field: tuple(v),
+).or_null()
 SHAPE = Kind(
     "a list of sizes (integers >= 0, or texts for symbolic sizes)",
     lambda v: _is_list(v) and all((type(n) is int and n >= 0) or isinstance(n, str) for n in v),

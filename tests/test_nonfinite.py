@@ -603,8 +603,9 @@ def test_a_users_modes_or_a_float_argument_disable_the_shortcut():
 
 
 def test_calls_that_can_overflow_finite_values_are_always_checked():
-    """exp, sums and products, gelu, hardswish, selu and the magnitude of a complex number make inf of finite values
-    (3.3e38 in float32): recorded not finite, as is a detach of one; silu and mish are checked too (finite here, in this torch)."""
+    """exp, sums and products, hardswish, selu and the magnitude of a complex number make inf of finite values
+    (3.3e38 in float32): recorded not finite, as is a detach of one; gelu, silu and mish are checked too (whether
+    they overflow there depends on the CPU's kernel: gelu does with some vector units, not with others)."""
     big = torch.zeros(8, 16)
     big[5, 7] = 3.3e38  # (past the head: only a check can see what becomes of it)
     F = torch.nn.functional
@@ -624,7 +625,7 @@ def test_calls_that_can_overflow_finite_values_are_always_checked():
         assert g.find("y").value.finite is ok and g.find("d").value.finite is ok, name
         if not ok:
             overflowed.add(name)
-    assert overflowed >= set(calls) - {"silu", "mish"}, overflowed
+    assert overflowed >= set(calls) - {"silu", "mish", "gelu"}, overflowed
 
 
 _ACTIVATIONS = {

@@ -98,6 +98,59 @@ def test_recording_writes_changes_no_number_and_no_version():
     assert all(torch.equal(a, b) for a, b in zip(plain[:2], traced[:2])) and plain[2:] == traced[2:]
 
 
+def _written(tr) -> list:
+    return [o.written for o in tr.graph().ops if o.forward == "__setitem__"]
+
+
+def test_an_assignment_records_the_positions_it_wrote():
+    """z[i] = v records, on its op, the flat positions of z it wrote: an int, a slice, a tuple, a bool mask, an index tensor."""
+    x = torch.ones(2, requires_grad=True)
+    with gl.trace() as tr:
+        a = torch.zeros(3, 4)
+        a[1] = x.sum()
+        a[:, 2:] = x * 3
+        a[2, 1] = x[0]
+        a[a > 2] = x[1] * 0.5
+        b = torch.zeros(5)
+        b[torch.tensor([0, 4])] = x
+    assert _written(tr) == [(4, 5, 6, 7), (2, 3, 6, 7, 10, 11), (9,), (2, 3, 6, 7, 10, 11), (0, 4)]
+    g = tr.graph()
+    assert Graph.from_json(g.to_json()) == g
+    assert all(o.written is None for o in g.ops if o.forward != "__setitem__")
+
+
+def test_assignment_positions_change_nothing_the_program_sees():
+    """Working the positions out makes no autograd node and leaves values, versions, gradients and warnings as they were."""
+    import contextlib
+    import warnings
+
+    def program(ctx):
+        x = torch.ones(3, requires_grad=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with ctx():
+                z = torch.zeros(3)
+                before = (x * 1).grad_fn._sequence_nr()
+                z[1:] = x[1:] * 2
+                z[torch.tensor([True, False, False])] = 5.0
+                gap = (x * 1).grad_fn._sequence_nr() - before
+                z.sum().backward()
+        return z.detach().clone(), z._version, x.grad.clone(), gap, [str(w.message) for w in caught]
+
+    plain, traced = program(contextlib.nullcontext), program(gl.trace)
+    assert torch.equal(plain[0], traced[0]) and torch.equal(plain[2], traced[2])
+    assert plain[1] == traced[1] and plain[3] == traced[3] and plain[4] == traced[4]
+
+
+def test_a_large_target_keeps_no_positions():
+    """A target above ASSIGN_LIMIT elements gets no positions (None): nothing is worked out on a mask that large."""
+    from graphlens._live.writes import ASSIGN_LIMIT
+    with gl.trace() as tr:
+        z = torch.zeros(ASSIGN_LIMIT + 1)
+        z[0] = 1.0
+    assert _written(tr) == [None]
+
+
 # -- gradient hooks -------------------------------------------------------------------------------
 def test_a_hook_that_makes_nan_is_named_at_the_line_that_registered_it():
     """A hook g / g.norm() on a tensor whose gradient is all zeros is the origin of the NaN, at its register_hook line."""

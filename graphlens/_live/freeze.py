@@ -186,6 +186,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             o[_OSCOPE] if o[_VAR] is None else tensors[o[_VAR]].scope,
             *lines.get(j, (None, None)),
             rec.autocast.get(j),
+            rec.assigned.get(j),
         )
         for j, o in enumerate(ops_)
     ]

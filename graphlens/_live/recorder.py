@@ -93,6 +93,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.written_by: dict[int, int] = {}  # the source's record made for the value an alias write gave it -> the write
         self.pending_writes: dict[int, int] = {}  # (the source's latest record when written -> the write)
         self.autocast: dict[int, str] = {}  # op -> the dtype autocast ran it in (see note_autocast)
+        self.assigned: dict[int, tuple] = {}  # an assignment t[i] = v -> the flat positions of t it wrote (note_assigned)
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
         self.inner_codes: dict[str, Any] = {}  # an inner name -> the code of the function that gave it first
@@ -116,16 +117,13 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.grad_before: dict[tuple[int, int], Any] = {}
         self.sent_heads: dict[int, tuple] = {}  # id(gradient) -> (weakref, version, head), this pass
         self.first_hooked: set = set()  # ops whose node had no Python post-hook before graphlens's (see note_first_hook)
-        self.pass_starts: list[int] = []
-        self.pass_kept: list[bool] = []
-        self.pass_created: list[bool] = []  # per backward call: whether it passed create_graph=True
-        self.pass_seqs: list[int | None] = []  # per backward call: the next sequence number as it began
+        # per backward call: the position in order it began at, whether it kept the graph, passed create_graph=True, ended,
+        self.pass_starts, self.pass_kept, self.pass_created, self.pass_done = [], [], [], []  # (int, bool, bool, bool)
+        self.pass_seqs: list[int | None] = []  # and the next sequence number as it began
         self.grad_created: dict[int, bool] = {}  # a gradient autograd.grad handed back -> its call's create_graph
         self.ended = False  # the block has ended: what happens since is not the trace's to record
         self.end_versions: dict[int, int] = {}  # record -> its tensor's version at the block's end, where it moved
-        self.pass_done: list[bool] = []
-        self.passes = 0
-        self.region: str | None = None
+        self.passes, self.region = 0, None  # (the backward calls so far; the no_grad region now, str | None)
         self.region_key: Any = None  # a weak reference to the pack hook of the checkpoint region now
         self.regions = 0
         self.scopes: list[str] = []
@@ -597,6 +595,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             self.written_through(op, made, region)
         if inplace and self.detach_of:
             self.note_alias_write(op, made)
+        if inplace and func is _SETITEM:
+            self.note_assigned(op, args)
         if fresh[0].dtype in _HALF and not inplace:
             self.note_autocast(op, fresh[0])
         if fn is not None and op not in self.where and any(not recs[i][_REQUIRES_GRAD] for i in made):

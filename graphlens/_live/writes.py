@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import torch
+
 from .capture import _IS_LEAF
 from .facts import same_data
+from .guard import quiet
+
+#: The most elements of a tensor assigned into whose written positions a trace works out (on a
+#: mask of its shape), and the most positions it keeps.
+ASSIGN_LIMIT, POSITIONS_LIMIT = 1 << 16, 4096
 
 __all__ = ["WriteNotes"]
 
@@ -11,7 +18,7 @@ __all__ = ["WriteNotes"]
 class WriteNotes:
     """The writes part of :class:`graphlens._live.recorder.Recorder` (a mixin: it uses the
     recorder's ``tensors``, ``refs``, ``by_id``, ``data_of``, ``detach_of``, ``alias_writes``,
-    ``pending_writes``, ``frame``, ``input``, ``settle`` and ``new_tensor``)."""
+    ``pending_writes``, ``assigned``, ``frame``, ``input``, ``settle`` and ``new_tensor``)."""
 
     def before_inplace(self, targets: list) -> None:
         """Record, before an in-place call, each target the trace has not seen: otherwise the
@@ -27,6 +34,31 @@ class WriteNotes:
                     if lasti != self.last_lasti:
                         self.look_back(self.frame, lasti)
                 self.settle((self.input(t),))  # (checked now: the call is about to change it)
+
+    def note_assigned(self, op: int, args: tuple) -> None:
+        """Op ``op`` is an assignment ``target[index] = value``: note the flat positions of
+        ``target`` it wrote (``assigned``), so that an answer can tell an element the value gave
+        from one the target held before.  Worked out on a boolean mask of the target's shape
+        (no autograd node, no change to the program), for targets of up to ``ASSIGN_LIMIT``
+        elements; an index torch would warn about (a uint8 mask) is not read."""
+        if len(args) < 2 or not isinstance(args[0], torch.Tensor):
+            return
+        target, index = args[0], args[1]
+        parts = index if type(index) is tuple else (index,)
+        if any(isinstance(p, torch.Tensor) and p.dtype is torch.uint8 for p in parts):
+            return
+        try:
+            with quiet():
+                shape = tuple(target.shape)
+                if not all(type(n) is int for n in shape) or target.numel() > ASSIGN_LIMIT:
+                    return
+                mask = torch.zeros(shape, dtype=torch.bool)
+                mask[index] = True
+                flat = mask.reshape(-1).nonzero().reshape(-1)
+                if flat.numel() <= POSITIONS_LIMIT:
+                    self.assigned[op] = tuple(flat.tolist())
+        except Exception:  # noqa: BLE001 - an index the mask does not take: the positions stay unknown
+            pass
 
     def note_alias_write(self, op: int, made: list) -> None:
         """Op ``op`` changed in place the tensors of records ``made``: where one of them is a

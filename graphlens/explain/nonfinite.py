@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
     origins as _origins, turned as _turned
-from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, \
+from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
     values_text as _values, versions as _versions, where_text as _where
@@ -113,7 +113,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
                     grad_of: tuple[str, TensorNode] | None = None, head: str | None = None,
                     it: str = "it was") -> Explanation | None:
     """The first non-finite value ``node`` was computed from, and why it was not finite."""
-    bad_ids = links.tainted(node.id)
+    bad_ids = links.tainted_at(node.id, _at(node.value)[0])
     if not bad_ids:
         return None
     first = g.node(bad_ids[0])
@@ -137,6 +137,12 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
     else:
         head, asked, asked_id = head or _is(who, node.value, node.shape), who, node.id
     at, bad_value = _read_at(g, links, first) or _at(first.value)
+    asked_at, kept = _at(node.value)[0], None
+    if asked_at != at and first.id in links.kept_from(node.id, asked_at):
+        # (the asked element is one an assignment left as the target held it: that element of it)
+        v = value_at(first.value, asked_at, first.shape)
+        if type(v) is float and not math.isfinite(v):
+            at, bad_value = kept = asked_at, v
     if fill is not None and kind(bad_value) != "NaN":
         # (softmax's results are never infinite; log_softmax's masked -inf are fine: the NaN is what went wrong)
         bad_value = math.nan
@@ -148,7 +154,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
     if maker is None:
         same = first.id == node.id or (fname == who and grad_of is None)  # (an earlier record of the same variable)
         intro = f"{head}: it" if same else (f"{head}: {fname}" if grad_of is not None else f"{head} because {fname}")
-        return _without_maker(g, links, node, first, head, intro, steps, common)
+        return _without_maker(g, links, node, first, head, intro, steps, common, kept)
     op = g.node(maker)
     fwd = op.forward or op.name or maker
     if fill is not None:
@@ -397,10 +403,11 @@ def _written_grad(links: Links, first: TensorNode, steps: list) -> tuple | None:
 
 
 def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, head: str, intro: str, steps: list,
-                   common: dict) -> Explanation:
+                   common: dict, kept: tuple | None = None) -> Explanation:
     """The first non-finite value was made by nothing the trace saw: a gradient an optimizer step
-    used, a value changed after the trace saw it, a parameter, or the input data."""
-    at, v = _at(first.value)
+    used, a value changed after the trace saw it, a parameter, or the input data (``kept``: the
+    position and value of ``first`` the asked element is, where an assignment left it)."""
+    at, v = kept or _at(first.value)
     fname, pos, what = links.label(first.id), index(first.shape, at), kind(v)
     path = _path(links, first.id, node.id)
     write = _written_grad(links, first, steps)

@@ -15,6 +15,10 @@ __all__ = [
 ]
 
 
+def _floating(dtype: str) -> bool:
+    return dtype.startswith(("float", "complex", "bfloat"))
+
+
 def bad(s: Summary | None) -> bool:
     """Whether the summary ``s`` says its tensor holds a NaN or an infinity."""
     return s is not None and s.finite is False
@@ -186,6 +190,46 @@ class Links:
             if t in self.detached:
                 stack.append(self.detached[t])
         return sorted(out, key=lambda t: self.order.get(t, 0))
+
+    def tainted_at(self, tid: str, at: int | None) -> list[str]:
+        """:meth:`tainted`, for the element at flat position ``at`` of ``tid`` where assignments
+        made ``tid`` (``t[i] = v``, one after another) and the trace saw which positions each
+        wrote: the element came from the value of the latest one that wrote it (from the
+        assignment itself for a Python number), else from what the first target held; any
+        other case is :meth:`tainted`."""
+        kept, cur, source = set(), tid, None
+        while True:
+            op, written = self._assignment(cur, at)
+            ins = self.forward_inputs(op) if written is not None else ()
+            if not ins:
+                break
+            kept.add(cur)
+            if at in written:
+                floats = [t for t in ins[1:] if _floating(self.g.node(t).dtype)]
+                source = floats[-1] if floats else ""
+                break
+            cur = ins[0]  # (the element was there before: what made the target)
+        if not kept:
+            return self.tainted(tid)
+        kept.update(self.tainted(source if source is not None else cur) if source != "" else ())
+        return [t for t in self.tainted(tid) if t in kept]
+
+    def kept_from(self, tid: str, at: int | None) -> set[str]:
+        """The tensors the element at ``at`` of ``tid`` came from, where assignments made ``tid``
+        and none wrote that element (what the first target held, and where that came from)."""
+        cur = tid
+        while True:
+            op, written = self._assignment(cur, at)
+            ins = self.forward_inputs(op) if written is not None and at not in written else ()
+            if not ins:
+                return set(self.ancestors(cur)) if cur != tid else set()
+            cur = ins[0]
+
+    def _assignment(self, tid: str, at: int | None) -> tuple[str | None, tuple | None]:
+        """``(op, positions it wrote)`` where an assignment the trace saw write known positions made ``tid``."""
+        op = self.maker.get(tid)
+        written = None if op is None or at is None else getattr(self.g.node(op), "written", None)
+        return op, written
 
     def upstream(self, op: str) -> set[str]:
         """The backward nodes from which ``op`` is reached along next edges (``op`` too): those
