@@ -1043,12 +1043,38 @@ def test_two_helpers_parameters_of_one_name_do_not_name_two_tensors_alike():
 
 
 def test_a_gradient_made_with_create_graph_is_not_said_to_come_from_finite_inputs():
-    """dydx from autograd.grad(create_graph=True) is inf where sqrt's derivative is: its maker is a backward node whose inputs the trace did not record, so no 'from finite inputs'."""
+    """dydx from autograd.grad(create_graph=True) is inf where sqrt's derivative is: its maker is a backward node whose
+    inputs the trace did not record, so no 'from finite inputs'; the call that made it is followed to SqrtBackward0."""
     x = torch.tensor([0.0, 1.0], requires_grad=True)
     with gl.trace() as tr:
         y = torch.sqrt(x)
         (dydx,) = torch.autograd.grad(y.sum(), x, create_graph=True)
         loss = (dydx * 0).sum()
     e = gl.explain(loss, tr)
-    assert torch.isnan(loss) and e.op == "DivBackward0"
-    assert "from finite inputs" not in str(e) and "recorded none of its inputs" in str(e) and "cannot tell" in str(e)
+    assert torch.isnan(loss) and e.op == "sqrt" and "SqrtBackward0" in str(e) and "create_graph=True" in str(e), e
+    assert "from finite inputs" not in str(e)
+
+
+def test_a_gradient_made_with_create_graph_is_followed_into_the_call_that_made_it():
+    """u_x = autograd.grad(u, x, create_graph=True) is -inf at x = 0: the answer names the PowBackward0 of x ** 0.5 in that call."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.linspace(0, 1, 5).reshape(-1, 1).requires_grad_()
+    with gl.trace() as tr:
+        u = net(x) * x.pow(0.5)
+        u_x = torch.autograd.grad(u.sum(), x, create_graph=True)[0]
+    assert torch.isinf(u_x[0, 0]) and torch.isfinite(u).all()
+    e = gl.explain(u_x, tr)
+    assert e.reasons[:2] == ("nonfinite_forward", "nonfinite_backward") and "infinite_derivative" in e.reasons, e
+    assert e.op == "pow" and e.line == "u = net(x) * x.pow(0.5)" and "PowBackward0" in str(e) and "x[0, 0] = 0" in str(e)
+
+
+def test_a_create_graph_gradient_times_a_nan_value_names_the_mul_that_used_it():
+    """A create_graph gradient that is NaN because a detached NaN factor multiplied it names that mul and the NaN it used."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        y = x * torch.tensor([float("nan"), 1.0])
+        g_x = torch.autograd.grad((x * x).sum() * y.sum().detach(), x, create_graph=True)[0]
+    assert torch.isnan(g_x).all()
+    e = gl.explain(g_x, tr)
+    assert e.op == "mul" and "MulBackward0" in str(e) and "= nan" in str(e) and "create_graph=True" in str(e), e

@@ -611,10 +611,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             self.read_saved_now(fn, op, tuple(made))
 
     def note_grad_outputs(self, outs: Any, caller: FrameType | None = None) -> None:
-        """What ``torch.autograd.grad`` handed back: each gradient made without a graph of its
-        own (``create_graph=False``) is recorded as made by that call, at the user's line, so
-        an explanation can say where a tensor with no history came from (the gradients made
-        with a graph are recorded through their backward node when they are used)."""
+        """What ``torch.autograd.grad`` handed back: a gradient made with a graph is recorded through its backward node,
+        as a use of it would; one made without (``create_graph=False``), as made by that call at the user's line."""
         frame = self.frame
         lasti = frame.f_lasti if frame is not None else -1
         region = self.region_now()
@@ -623,7 +621,9 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             where = (caller.f_code.co_filename, caller.f_lineno)  # (the call's own line, in a helper too)
         created = self.pass_created[-1] if self.pass_created else None
         for t in tensors_in(outs, []):
-            if self.index_of(t) is None and grad_fn_of(t) is None:
+            if self.index_of(t) is None and grad_fn_of(t) is not None:
+                self.input(t)  # (made with a graph: recorded through its backward node now, as a use would)
+            elif self.index_of(t) is None:
                 i = self.new_tensor(t, None, 0, None, region)
                 self.made[i] = ("autograd.grad", lasti)
                 if created is not None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
-    origins as _origins, turned as _turned
+    origins as _origins, turned as _turned, created_answer as _created_answer
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
@@ -70,6 +70,10 @@ def explain_nonfinite(g: Graph, tid: str, replay: "Replay | None" = None, *, nam
     # A gradient.  When the loss it comes from is not finite, the forward pass explains it (every
     # gradient of a NaN loss is NaN); else the first backward node that sent a non-finite one does.
     reach = _reaching_roots(g, links, node)
+    # (and the loss of the backward call that wrote it: a gradient computed with create_graph=True between
+    # them is made by backward nodes, whose inputs the records do not link to node)
+    wrote = {s.backward for s in steps for w in s.writes if w.tensor == node.id and bad(w.after)}
+    reach += [g.node(r) for r in (_pass_root(links, steps, k) for k in sorted(wrote)) if r and g.node(r) not in reach]
     for rn in reach:
         if bad(rn.value):
             e = _forward_answer(g, links, rn, links.label(rn.id), steps, grad_of=(who, node))
@@ -157,6 +161,12 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         return _without_maker(g, links, node, first, head, intro, steps, common, kept)
     op = g.node(maker)
     fwd = op.forward or op.name or maker
+    if op.forward is None and steps and not links.forward_inputs(maker):  # (a gradient made with create_graph=True)
+        s0 = (head if first.id == node.id else f"{head}, and the first non-finite value {who} was computed from was {what} at {fname}{pos}"
+              if grad_of is not None else f"{head} because the first non-finite value it was computed from was {what} at {fname}{pos}")
+        made = _created_answer(g, links, first, maker, s0, steps, common)
+        if made is not None:
+            return made
     if fill is not None:
         vals, cause = "", masked_softmax_cause(g, links, maker, at, first, fill)
     else:

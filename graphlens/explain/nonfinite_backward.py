@@ -16,7 +16,7 @@ from .types import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax"]
+__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax", "created_answer"]
 
 
 def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
@@ -469,6 +469,33 @@ def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     return Explanation(["nonfinite_backward", "nonfinite_unseen"], sentences, fix=fix, path=path, **common)
 
 
+
+
+def created_answer(g: Graph, links: Links, first: TensorNode, maker: str, s0: str, steps: list, common: dict) -> Explanation | None:
+    """The answer for a non-finite value ``first`` made by backward node ``maker`` (a gradient
+    computed with ``create_graph=True``, as ``torch.autograd.grad`` in a physics-informed loss
+    makes): the backward call that made it is the latest one before ``maker`` first ran (or the
+    last one, when it never ran); the first node of that call that sent a non-finite gradient
+    from finite ones is said, as a fact of that call.  ``s0`` opens the first sentence
+    (``"u_x is -inf at u_x[0, 0]"``).  None when no call had such a node (nothing is guessed)."""
+    passes = sorted({s.backward for s in steps})
+    ran = [s.backward for s in steps if s.op == maker]
+    before = ran[0] if ran else (passes[-1] + 1 if passes else 0)
+    for p in reversed([p for p in passes if p < before]):
+        found = _origins(steps, p, None)
+        if found:
+            break
+    else:
+        return None
+    step = found[0]
+    o = _origin(g, links, step, None)
+    s1 = (f"{s0}: {g.node(maker).name} made it during backward call {step.backward + 1} of tr.replay(), a gradient "
+          f"computed with create_graph=True (backward nodes computed it, and the result carries their graph). In that "
+          f"call the first non-finite gradient came from {o['what']}{o['values']}.")
+    more = [f"{len(found) - 1} more node(s) of that call sent a non-finite gradient from finite ones too."] if len(found) > 1 else []
+    return Explanation(["nonfinite_forward", "nonfinite_backward"] + o["codes"], [s1, o["why"]] + more, fix=o["fix"],
+                       path=(step.op,), op=o["op"], line=o["line"], lineno=o["lineno"], cause=step.op,
+                       facts=[(step.op, "op", step.name)], **common)
 
 
 origins, origin, turned, backward_answer, changed_after = _origins, _origin, _turned, _backward_answer, _changed_after

@@ -272,6 +272,8 @@ class Links:
             if self.g.node(later).name:
                 return self.g.node(later).name
         fwd = self.made_by(tid)
+        if not fwd and tid in self.maker:  # (a backward node made it: a gradient computed with create_graph=True)
+            fwd = self.g.node(self.maker[tid]).name or ""
         return f"{fwd}'s result" if fwd else tid
 
 
