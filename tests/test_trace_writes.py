@@ -103,7 +103,8 @@ def _written(tr) -> list:
 
 
 def test_an_assignment_records_the_positions_it_wrote():
-    """z[i] = v records, on its op, the flat positions of z it wrote: an int, a slice, a tuple, a bool mask, an index tensor."""
+    """z[i] = v records, on its op, the flat positions of z it wrote, each once and in order: an int, a slice (with a
+    step), a tuple, a bool mask, an index tensor, a list with a repeated index."""
     x = torch.ones(2, requires_grad=True)
     with gl.trace() as tr:
         a = torch.zeros(3, 4)
@@ -113,7 +114,9 @@ def test_an_assignment_records_the_positions_it_wrote():
         a[a > 2] = x[1] * 0.5
         b = torch.zeros(5)
         b[torch.tensor([0, 4])] = x
-    assert _written(tr) == [(4, 5, 6, 7), (2, 3, 6, 7, 10, 11), (9,), (2, 3, 6, 7, 10, 11), (0, 4)]
+        b[[3, 1, 3]] = 7.0
+        b[::2] = x[0]
+    assert _written(tr) == [(4, 5, 6, 7), (2, 3, 6, 7, 10, 11), (9,), (2, 3, 6, 7, 10, 11), (0, 4), (1, 3), (0, 2, 4)]
     g = tr.graph()
     assert Graph.from_json(g.to_json()) == g
     assert all(o.written is None for o in g.ops if o.forward != "__setitem__")

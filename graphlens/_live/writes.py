@@ -38,9 +38,11 @@ class WriteNotes:
     def note_assigned(self, op: int, args: tuple) -> None:
         """Op ``op`` is an assignment ``target[index] = value``: note the flat positions of
         ``target`` it wrote (``assigned``), so that an answer can tell an element the value gave
-        from one the target held before.  Worked out on a boolean mask of the target's shape
-        (no autograd node, no change to the program), for targets of up to ``ASSIGN_LIMIT``
-        elements; an index torch would warn about (a uint8 mask) is not read."""
+        from one the target held before.  They are what the same index selects of the flat
+        positions ``0 .. n-1`` laid out in the target's shape (one ``arange`` per trace, reused;
+        no autograd node, no change to the program), for targets of up to ``ASSIGN_LIMIT``
+        elements and up to ``POSITIONS_LIMIT`` positions; an index torch would warn about (a
+        uint8 mask) is not read."""
         if len(args) < 2 or not isinstance(args[0], torch.Tensor):
             return
         target, index = args[0], args[1]
@@ -50,14 +52,18 @@ class WriteNotes:
         try:
             with quiet():
                 shape = tuple(target.shape)
-                if not all(type(n) is int for n in shape) or target.numel() > ASSIGN_LIMIT:
+                n = target.numel()
+                if not all(type(k) is int for k in shape) or n > ASSIGN_LIMIT:
                     return
-                mask = torch.zeros(shape, dtype=torch.bool)
-                mask[index] = True
-                flat = mask.reshape(-1).nonzero().reshape(-1)
-                if flat.numel() <= POSITIONS_LIMIT:
-                    self.assigned[op] = tuple(flat.tolist())
-        except Exception:  # noqa: BLE001 - an index the mask does not take: the positions stay unknown
+                positions = self.__dict__.get("_positions")
+                if positions is None or positions.numel() < n:
+                    positions = self._positions = torch.arange(max(n, 256), dtype=torch.int64)
+                chosen = positions[:n].view(shape)[index].reshape(-1)
+                if chosen.numel() <= POSITIONS_LIMIT:
+                    # (ints, slices, None and ... select each position once, in order; tensors and lists may repeat)
+                    plain = all(p is None or p is Ellipsis or type(p) in (int, slice) for p in parts)
+                    self.assigned[op] = tuple((chosen if plain else torch.unique(chosen)).tolist())
+        except Exception:  # noqa: BLE001 - an index the positions do not take: they stay unknown
             pass
 
     def note_alias_write(self, op: int, made: list) -> None:
