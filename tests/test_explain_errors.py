@@ -701,7 +701,7 @@ def test_twin_critics_both_stepped_are_both_named():
 
 
 def test_a_transformed_parameter_given_to_an_optimizer_points_at_its_leaf():
-    """A constrained parameter (exp of an unconstrained leaf) given to Adam: the answer says it is computed from one leaf and gives the optimizer that leaf, never a detached copy as the fix."""
+    """A constrained parameter (exp of an unconstrained leaf) given to Adam: the answer says it is computed from one leaf and gives the optimizer that leaf (named where the frame keeps it), never a detached copy as the fix."""
     store = {"mu_unconstrained": torch.zeros(2, requires_grad=True)}
 
     def param(name):
@@ -712,4 +712,4 @@ def test_a_transformed_parameter_given_to_an_optimizer_points_at_its_leaf():
 
     e = gl.explain_error(_raised(program))
     assert e.reason == "optimizer_nonleaf" and "computed from one leaf that requires grad" in str(e)
-    assert "Give the optimizer the leaf" in e.fix and "would train a copy" in e.fix and "randn" not in e.fix
+    assert "Give the optimizer store['mu_unconstrained']" in e.fix and "would train a copy" in e.fix and "randn" not in e.fix

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
-    origins as _origins, turned as _turned, created_answer as _created_answer
+    origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
@@ -158,6 +158,11 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
     if maker is None:
         same = first.id == node.id or (fname == who and grad_of is None)  # (an earlier record of the same variable)
         intro = f"{head}: it" if same else (f"{head}: {fname}" if grad_of is not None else f"{head} because {fname}")
+        if first.made_by == "autograd.grad" and steps and first.value is not None:
+            s0 = head if same else f"{intro} is {what} at {fname}{pos}"
+            made = _grad_call_answer(g, links, first, s0, steps, common)
+            if made is not None:
+                return made
         return _without_maker(g, links, node, first, head, intro, steps, common, kept)
     op = g.node(maker)
     fwd = op.forward or op.name or maker

@@ -16,7 +16,7 @@ from .types import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax", "created_answer"]
+__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax", "created_answer", "grad_call_answer"]
 
 
 def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
@@ -219,14 +219,16 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     o = _origin(g, links, first, (relevant or set()) | ({acc} if acc else set()))
     roots = [t for t in links.made.get(next((s.op for s in steps if s.backward == first.backward), ""), {}).values()]
     loss = links.label(roots[0]) if roots and g.node(roots[0]).name else "the loss"
-    masked = masked_softmax(g, links, first, o, f"{who}.grad is not finite, though {loss} was finite")
+    # (a gradient that reached the tensor, handed back by torch.autograd.grad: its .grad was never set)
+    grad_of = f"{who}.grad" if where == "grad" or bad(node.grad) else f"The gradient that reached {who}"
+    masked = masked_softmax(g, links, first, o, f"{grad_of} is not finite, though {loss} was finite")
     if masked is not None:
         return Explanation(["nonfinite_backward", "masked_softmax"], list(masked[:2]), fix=masked[2], op=o["op"],
                            line=o["line"], lineno=o["lineno"], cause=first.op, path=(first.op, o["tainted"]),
                            facts=[(first.op, "op", first.name)], **common)
     if o["tainted"] is not None:  # (a NaN of the forward pass the loss did not use, carried back by the gradient)
         t = g.node(o["tainted"])
-        s1 = (f"{who}.grad is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
+        s1 = (f"{grad_of} is not finite, though {loss} was finite: {first.name} (step {first.index + 1} of tr.replay(), the "
               f"backward of {o['op']}{_where(o['lineno'], o['line'])}) received finite gradients, but its input "
               f"{links.label(t.id)} was already {_tainted_at(g, links, t, o)} in the forward pass (the loss did not use "
               f"that value, but its gradient still passes through it{_summed(g, first.op)}).")
@@ -236,7 +238,7 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
                            [s1] + rest, fix=e.fix if e is not None else None, op=e.op if e else o["op"],
                            line=e.line if e else o["line"], lineno=e.lineno if e else o["lineno"],
                            cause=e.cause if e else first.op, path=(first.op,) + tuple(e.path if e else ()), **common)
-    s1 = (f"{who}.grad is not finite, though {loss} was finite. The first non-finite gradient came from {o['what']}"
+    s1 = (f"{grad_of} is not finite, though {loss} was finite. The first non-finite gradient came from {o['what']}"
           f"{o['values']}.")
     sentences = [s1, o["why"]]
     _, mine = _at(node.grad if where == "grad" else next((f for f in node.flowed if bad(f)), None))
@@ -469,6 +471,28 @@ def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     return Explanation(["nonfinite_backward", "nonfinite_unseen"], sentences, fix=fix, path=path, **common)
 
 
+
+
+def grad_call_answer(g: Graph, links: Links, first: TensorNode, s0: str, steps: list, common: dict) -> Explanation | None:
+    """The answer for a non-finite gradient ``first`` that ``torch.autograd.grad`` handed back
+    (with no graph of its own): the backward call that sent exactly that value (the same head)
+    along an edge, and the first node of that call that sent a non-finite gradient from finite
+    ones.  None when no call did (nothing is guessed)."""
+    for p in sorted({s.backward for s in steps}, reverse=True):
+        mine = [s for s in steps if s.backward == p]
+        if not any(x is not None and same_head(x.head, first.value.head) for s in mine for x in s.grads_out):
+            continue
+        found = _origins(steps, p, None)
+        if not found:
+            return None
+        step = found[0]
+        o = _origin(g, links, step, None)
+        call = f" at line {first.line} ({first.code})" if first.line and first.code else ""
+        s1 = (f"{s0}: torch.autograd.grad{call} handed it back from backward call {p + 1} of tr.replay(). In that call "
+              f"the first non-finite gradient came from {o['what']}{o['values']}.")
+        return Explanation(["nonfinite_backward"] + o["codes"], [s1, o["why"]], fix=o["fix"], path=(step.op,), op=o["op"],
+                           line=o["line"], lineno=o["lineno"], cause=step.op, facts=[(step.op, "op", step.name)], **common)
+    return None
 
 
 def created_answer(g: Graph, links: Links, first: TensorNode, maker: str, s0: str, steps: list, common: dict) -> Explanation | None:

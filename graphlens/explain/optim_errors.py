@@ -45,7 +45,7 @@ def optimizer_nonleaf(message, match, g, trace, ctx: Context) -> Explanation:
     if text:
         sentences.append(f"{name} is made at line {at}: {text}.")
     base = _leaves_below(t.grad_fn) if made else []
-    bname = ctx.object_name(base[0]) if len(base) == 1 else None
+    bname = _leaf_name(ctx, base[0]) if len(base) == 1 else None
     if len(base) == 1:
         leaf = bname or f"a leaf of shape {list(base[0].shape)} that no variable graphlens can see holds"
         sentences.append(f"It is computed from one leaf that requires grad, {leaf}: that leaf is what backward fills and "
@@ -67,6 +67,20 @@ def optimizer_nonleaf(message, match, g, trace, ctx: Context) -> Explanation:
                f"requires_grad=True)), or {x} = {x}.detach().requires_grad_() if its history is not needed.")
     return Explanation(["optimizer_nonleaf"], sentences, fix=fix, tensor_name=name, graph=g, message=message, op=made,
                        line=text or ctx.line or None, lineno=at or ctx.lineno)
+
+
+def _leaf_name(ctx: Context, leaf: torch.Tensor) -> str | None:
+    """The name the user's frames give ``leaf``: a variable holding it, else a parameter of a module
+    they hold (``model.weight_hh_l0_raw``, ``net[0].weight``)."""
+    name = next((n for n, c in ctx.candidates if c is leaf), None)
+    if name is not None:
+        return name
+    for mname, m in ctx.objects(object):
+        if isinstance(m, torch.nn.Module):
+            for pname, p in m.named_parameters(recurse=False):
+                if p is leaf:
+                    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", f"{mname}.{pname}")  # (model.0.weight -> model[0].weight)
+    return None
 
 
 def _leaves_below(fn: Any, limit: int = 500) -> list[torch.Tensor]:
