@@ -41,6 +41,11 @@ _DERIVATIVES: dict[str, tuple[str, str]] = {
                              "compute the entropy from the logits: -(F.softmax(logits, -1) * F.log_softmax(logits, -1))"
                              ".sum(-1), or torch.distributions.Categorical(logits=logits).entropy(); both stay finite "
                              "where a probability is 0"),
+    "XlogyBackward0": ("the function xlogy(x, y) = x·log(y) (kl_div computes its target·log(target) with it) is 0 where x = 0, but its "
+                       "derivative with respect to y, x / y, is 0 / 0 where y = 0 too: a probability of 0 that a gradient "
+                       "still flows into (a target that requires grad)",
+                       "keep the probabilities that receive a gradient away from 0 (target.clamp(min=eps), or a softmax with "
+                       "eps added), or detach the target (target.detach()) if it is not meant to be trained"),
     "LogBackward0": ("the derivative of log, 1 / x, is infinite at x = 0",
                      "keep the input of log away from 0: torch.log({x}.clamp(min=eps)) or torch.log({x} + eps)"),
     "Log2Backward0": ("the derivative of log2, 1 / (x·ln 2), is infinite at x = 0", "torch.log2({x}.clamp(min=eps))"),
