@@ -63,6 +63,21 @@ def _walk(roots: list[torch.Tensor]) -> tuple[list[_Node], dict]:
     return nodes, index
 
 
+def _below(nodes: list[_Node], t: Any) -> list[_Node] | None:
+    """The nodes of ``nodes`` at or below tensor ``t``'s backward node (None: it is not among them)."""
+    fn = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+    start = [k for k, n in enumerate(nodes) if n.fn is fn] if fn is not None else []
+    if not start:
+        return None
+    seen, stack = set(), start
+    while stack:
+        k = stack.pop()
+        if k not in seen:
+            seen.add(k)
+            stack.extend(nodes[k].children)
+    return [nodes[k] for k in sorted(seen)]
+
+
 def _split(nodes: list[_Node], ctx: Context | None = None) -> int | None:
     """The sequence number from which the nodes are the new graph: a gap in the sequence
     numbers below which every node that saved tensors had them freed (the nodes the earlier
@@ -240,6 +255,9 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
     elif split is not None:
         name, shared, boundary, ties = _carried(nodes, split, ctx)
         old = [n for n in nodes if n.seq < split and n.freed]
+        if name and shared:  # (what is listed is the part below that tensor: what a split read from gaps put above it is not)
+            below = _below(nodes, next((t for n_, t in ctx.candidates if n_ == name), None))
+            old = [n for n in old if below is None or n in below] or old
         shown = [f"{type(n.fn).__name__} ({', '.join(n.freed)})" for n in sorted(old, key=lambda n: -n.seq)[:4]]
         more = f" and {len(old) - 4} more" if len(old) > 4 else ""
         sentences.append(
