@@ -270,7 +270,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 f"{fwd} computes x + value × t1 / t2, and from finite inputs it makes NaN only where t1 / t2 is 0 / 0: its "
                 f"third input was 0 there")
         return Cause("division_by_zero", f"{head} (an Adam or "
-                     f"RMSprop update divides by sqrt(v) + eps, and v is 0 where a gradient has always been 0).{eps}",
+                     f"RMSprop update divides by sqrt(v) + eps, and v is 0 where every gradient so far was 0"
+                     f"{f', or so small that its square underflowed to 0 in {out.dtype}' if tiny else ''}).{eps}",
                      "Keep the parameters and the optimizer's state in float32 (train with autocast or a float32 master "
                      "copy, not a model made .half()), or give the optimizer an eps the dtype holds (eps=1e-4 in float16)."
                      if tiny else "Keep eps > 0 in the optimizer (its default), or keep the denominator away from 0.")
