@@ -122,9 +122,55 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
             extra = (f" The gradient that arrived at {pos or 'that element'} was 0{by}, but 0 times {'a NaN' if domain else 'an infinite'} "
                      f"derivative is NaN: masking or selecting after the op cannot stop it.")
             fix = fix + (" before the op" if "log_softmax" not in fix else "")
+    rounded = _rounded_clamp(g, links, xin, xv) if xin is not None and xv is not None else None
+    if rounded is not None:  # (the program's own guard against that value did nothing in this dtype)
+        codes.append("clamp_rounded")
+        extra += rounded[0]
+        fix = rounded[1]
     return {"what": what, "values": _values(g, links, fop, at, tshape), "why": why + extra, "codes": codes,
             "fix": _cap(fix) + ("" if fix.endswith(".") else "."), "op": fwd, "line": code, "lineno": lineno,
             "tainted": tainted, "at": at, "pos": pos, "fop": fop}
+
+
+#: Ops between a clamp and the op whose input it guards that keep a value's magnitude (``-p.clamp(max=...)``).
+_SIGN_ONLY = ("neg", "negative", "__neg__", "abs", "contiguous", "view", "reshape", "clone", "to")
+
+
+def _rounded_clamp(g: Graph, links: Links, tid: str, value: Any) -> tuple[str, str] | None:
+    """``(sentence, fix)`` where ``tid`` (holding ``value`` at the bad position) comes, through ops
+    that keep magnitudes, from a clamp whose bound this dtype cannot hold: it rounds to the very
+    value the clamp was meant to keep out (``clamp(max=1 - 1e-6)`` is ``clamp(max=1)`` in bfloat16)."""
+    import torch
+
+    t, hops = tid, 0
+    while hops < 4:
+        op = links.maker.get(t)
+        if op is None:
+            return None
+        node = g.node(op)
+        name = base(node.forward)
+        if name in ("clamp", "clip", "clamp_max", "clamp_min"):
+            break
+        if name not in _SIGN_ONLY or not links.forward_inputs(op):
+            return None
+        t, hops = links.forward_inputs(op)[0], hops + 1
+    else:
+        return None
+    dtype = g.node(t).dtype
+    for e in node.saved:
+        if e.name in ("max", "min") and type(e.value) is float:
+            try:
+                held = torch.tensor(e.value, dtype=getattr(torch, dtype)).item()
+            except (AttributeError, TypeError, RuntimeError):
+                return None
+            if held != e.value and abs(held) == abs(value):
+                line = f" at line {node.line} ({node.code})" if node.line and node.code else ""
+                return (f" The clamp{line} was meant to keep it away from there, but in {dtype} its bound "
+                        f"{format_number(e.value, 8)} rounds to {format_number(held, 8)}, so it left {format_number(held, 8)} "
+                        f"in place.",
+                        f"use a bound {dtype} can hold (torch.finfo(torch.{dtype}).eps away from the limit: "
+                        f"1 - torch.finfo(torch.{dtype}).eps for a probability), or compute this part in float32")
+    return None
 
 
 def _through(g: Graph, links: Links, op: str, k: int, hops: int = 3) -> tuple[str | None, str | None]:

@@ -107,6 +107,8 @@ NONFINITE_REASONS: dict[str, str] = {
     "chosen still runs its backward: 0 times its infinite derivative is NaN",
     "zero_times_inf": "the gradient that arrived at that element was 0 (a mask, an index or a selection after the op did "
     "not use it), but 0 times the op's infinite derivative is NaN: masking after the op cannot stop it",
+    "clamp_rounded": "a clamp meant to keep the value away from where the op breaks did nothing: in the tensor's dtype "
+    "its bound rounds to that very value (clamp(max=1 - 1e-6) is clamp(max=1) in bfloat16)",
     "overflow": "a finite input was too large for the dtype: the result overflowed to infinity",
     "log_of_zero": "log at 0 (log1p at -1) gives -inf",
     "division_by_zero": "a division (a reciprocal, rsqrt, a negative power) by 0 gives inf, and 0 / 0 gives NaN",
