@@ -600,6 +600,12 @@ def cut_fix(cut, root: str | None) -> str:
             "gradient whatever its inputs are. With use_reentrant=True, at least one tensor passed to checkpoint must "
             "require grad."
         )
+    if cut.kind == "grad_disabled":
+        return (
+            f"Switch gradient recording back on for the forward that makes {loss}: torch.set_grad_enabled(True) "
+            f"before it, or with torch.enable_grad(): around it (with torch.inference_mode(False): where inference "
+            f"mode is on); then find the code that switched it off for the whole thread."
+        )
     if cut.kind == "frozen_parameters":
         return (
             "Unfreeze the parameters that should learn before the forward pass (p.requires_grad_(True) for the layers "

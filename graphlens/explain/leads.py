@@ -141,9 +141,28 @@ def code_cut(
     if (frame is None and filename is None) or root is None or lineno is None or not root.isidentifier():
         return None
     found = _code_cut(frame, lineno, root, live, filename, depth, through)
+    if found is None and depth == 0:
+        found = _grad_disabled(root)
     if found is None and depth == 0 and live and frozen:
         found = _all_frozen(root, live)
     return found
+
+
+def _grad_disabled(root: str) -> Cut | None:
+    """When gradient recording is off in this thread where graphlens is asked, with no block of
+    the source around the line doing it (that would have been found first): a live fact."""
+    import torch
+
+    if torch.is_grad_enabled():
+        return None
+    how = "torch.inference_mode()" if torch.is_inference_mode_enabled() else "torch.set_grad_enabled(False)"
+    text = (
+        f"Gradient recording is switched off in this thread right now (torch.is_grad_enabled() is False where "
+        f"graphlens was asked), and no with block around the line does it: something switched it off for the whole "
+        f"thread ({how}, torch.autograd.set_grad_enabled(False), or a library or framework that calls it), so no "
+        f"operation on the way to {root} recorded a graph."
+    )
+    return Cut("grad_disabled", None, None, root, None, None, text, (), facts=())
 
 
 def _all_frozen(root: str, live: dict) -> Cut | None:
@@ -156,6 +175,8 @@ def _all_frozen(root: str, live: dict) -> Cut | None:
             params[id(t)] = n
     if not params or any(t.requires_grad for t in live.values() if id(t) in params):
         return None
+    if any(t.requires_grad and t.is_leaf for t in live.values() if id(t) not in params):
+        return None  # (an input that requires grad: frozen parameters do not explain a missing graph)
     names = sorted(params.values())
     shown = ", ".join(names[:4]) + (f", ... ({len(names)} in all)" if len(names) > 4 else "")
     text = (

@@ -14,7 +14,7 @@ __all__ = ["frozen_with_grad", "not_required"]
 #: Cuts the trace finds upstream of a tensor that say more than "it does not require grad".
 _UPSTREAM = (
     "cut_by_integer_op", "cut_by_nondifferentiable_op", "requires_grad_set_late", "grad_without_create_graph",
-    "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "custom_fn_non_differentiable", "cut_by_python_value", "cut_by_detach",
+    "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "grad_disabled", "custom_fn_non_differentiable", "cut_by_python_value", "cut_by_detach",
     "cut_by_no_grad",
 )
 
@@ -103,6 +103,17 @@ def not_required(a: Asked, d: Draft) -> None:
         d.path = grad_ins + ([op] if op else []) + [tid]
         d.edges = view.highlight_edges(d.path)
         d.fix = f"Compute {name} outside torch.{region}() (not inside its with block) if a gradient must flow through it."
+        import torch
+
+        if region == "no_grad" and not torch.is_grad_enabled():  # (still off where graphlens is asked)
+            d.reasons.append("grad_disabled")
+            d.sentences.append(
+                "Gradient recording is still off where graphlens was asked (torch.is_grad_enabled() is False): unless a "
+                "with torch.no_grad() block surrounds both, it was switched off for the whole thread "
+                "(torch.set_grad_enabled(False), or a library or framework that calls it), not by a block around that line."
+            )
+            d.fix = (f"Switch gradient recording back on for the forward that makes {name}: torch.set_grad_enabled(True) "
+                     f"before it, or with torch.enable_grad(): around it; then find the code that switched it off.")
     elif a.is_param:
         d.fact(tid, "is_parameter", True)
         d.sentences.append("It is a parameter whose requires_grad was set to False (frozen).")
@@ -128,6 +139,21 @@ def not_required(a: Asked, d: Draft) -> None:
             f"integer results or .item()/torch.tensor(...) in between); switching requires_grad on for {name} itself "
             f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
         )
+        import torch
+
+        owner, _, attr = name.rpartition(".")
+        if owner and attr.isidentifier() and type(a.live) is torch.Tensor:  # (a plain tensor kept on an object)
+            opt = a.optimizer is not None and not any(p is a.live for grp in a.optimizer.param_groups for p in grp["params"])
+            d.sentences.append(
+                f"{name} is a plain tensor attribute, not an nn.Parameter: a module does not list it in its parameters(), "
+                f"so an optimizer built from them never updates it{' (it is not among the optimizer' + chr(39) + 's parameters)' if opt else ''}."
+            )
+            d.fix = (
+                f"If {name} should learn, register it as a parameter where it is made: self.{attr} = "
+                f"nn.Parameter(torch.randn(...)) in {owner}'s __init__ (then it requires grad and is in "
+                f"{owner}.parameters()); requires_grad=True alone would give it a .grad that no optimizer built from "
+                f"model.parameters() applies. If it is data, it needs no gradient."
+            )
         d.path = [tid] if tid else []
 
 

@@ -231,9 +231,11 @@ def parameter_fix(change: ParameterChange, root: str, saver: str | None, stepped
         module = p.split(".")[0] if "." in p else None  # the network the parameter belongs to (D of D.2.weight)
         through = f" through {module}" if module else ""
         again = f" ({downstream} = ... again)" if downstream else ""
-        return (f"Change the order: call {root}.backward() before {stepped}.step() (run every backward that goes{through} "
-                f"while its weights are as the forward used them, then step), or recompute the forward{through} after "
-                f"{stepped}.step(){again}; keeping the graph does not help, the weights themselves changed.")
+        return (f"Recompute the forward{through} after {stepped}.step(){again}, so that {root} is built from the updated "
+                f"weights; or change the order (call {root}.backward() before {stepped}.step()), but then {root}'s gradient "
+                f"is added to the .grad of {stepped}'s parameters too, and the step applies it with the other loss's "
+                f"(an actor's loss through a critic moves the critic): only if that is meant. Keeping the graph does not "
+                f"help, the weights themselves changed.")
     return (f"Make the change to {p} after every backward that needs its old values (or recompute the forward after the "
             f"change); under torch.no_grad() a parameter's in-place update is not recorded, so the graph built before it "
             f"cannot be used afterwards.")

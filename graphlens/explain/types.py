@@ -75,6 +75,8 @@ GRAD_REASONS: dict[str, str] = {
     "requires_grad on a value without history): backward from it reaches nothing but itself",
     "unregistered_module": "the parameter belongs to a submodule kept in a plain Python list or dict attribute: it is "
     "not registered, so model.parameters() and an optimizer built from it do not hold it",
+    "grad_disabled": "gradient recording is off for the whole thread (torch.set_grad_enabled(False), inference mode), "
+    "not only inside a with block: no operation records a graph until it is switched back on",
     "frozen_parameters": "every parameter the root was computed from is frozen (requires_grad=False), and nothing "
     "else it was computed from requires grad",
     "constant_gradient": "a gradient computed with create_graph=True has no graph because it is a constant: it depends "

@@ -12,7 +12,7 @@ __all__ = ["not_reached", "leaf_root"]
 #: Cuts whose fix :func:`cut_fix` writes (the others name the tensor and the root themselves).
 _FIXED_BY_KIND = (
     "cut_by_integer_op", "cut_by_python_value", "cut_by_nondifferentiable_op", "requires_grad_set_late",
-    "grad_without_create_graph", "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "custom_fn_non_differentiable",
+    "grad_without_create_graph", "constant_gradient", "gradient_without_graph", "cut_by_checkpoint", "frozen_parameters", "grad_disabled", "custom_fn_non_differentiable",
 )
 
 

@@ -56,7 +56,7 @@ def test_names_the_parameter_and_the_step(how):
 @pytest.mark.parametrize("how", HOW)
 def test_fix_is_the_order_of_the_steps(how):
     """The fix is to call G_loss.backward() before opt_D.step() (or a new forward), never an out-of-place op or retain_graph."""
-    expect(explained(gan_step_between_backwards, how), fix=("G_loss.backward() before opt_D.step()", "recompute"),
+    expect(explained(gan_step_between_backwards, how), fix=("G_loss.backward() before opt_D.step()", "Recompute"),
            never_fix=("out-of-place", "clone()", "retain_graph=True"))
 
 
