@@ -184,6 +184,10 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
         if best is None or rank < best[0]:
             best = (rank, name, shared)
         ranks.append((rank, name, shared))
+    if best is None or not best[2]:
+        cached = _cached_in_module(ctx, fns)  # (a module's own cache, an attribute set in an earlier call: self._cached)
+        if cached is not None:
+            return cached, True, boundary, []
     if best is None:
         return None, False, boundary, []
     # (other variables that reach the old part as closely, not through the same tensor: several
@@ -191,6 +195,23 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
     ties = [n for r, n, sh in ranks if not sh and not best[2] and r[:3] == best[0][:3] and n != best[1]
             and not any(n.startswith(best[1] + s) or best[1].startswith(n + s) for s in ".[")]
     return best[1], best[2], boundary, list(dict.fromkeys(ties))
+
+
+def _cached_in_module(ctx: Context, fns: dict) -> str | None:
+    """``model._cached_norm``: a tensor a module of the frames keeps in a private attribute (a
+    cache it set in an earlier call) whose node is one of the old part's nodes ``fns`` (by id)."""
+    for mname, m in ctx.objects(object):
+        if not isinstance(m, torch.nn.Module):
+            continue
+        for attr, t in list(vars(m).items())[:64]:
+            if attr.startswith("_") and not attr.startswith("__") and isinstance(t, torch.Tensor):
+                try:
+                    fn = t.grad_fn
+                except RuntimeError:
+                    continue
+                if fn is not None and id(fn) in fns:
+                    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", f"{mname}.{attr}")
+    return None
 
 
 def _depth_to(fn: Any, goals: dict, limit: int = 24) -> int | None:
@@ -269,7 +290,19 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                 f"{name} is used by two backward passes: the first one freed the graph below {name}, and {call} needs it again."
             )
             item = re.fullmatch(r"([A-Za-z_][\w.]*)\[\d+\]", name)  # (one tensor of a returned state: s[0] of (v, i))
-            if item:
+            owner, _, attr = name.rpartition(".")
+            if owner and attr.startswith("_"):  # (a module's cache: the earlier call stored it, later calls reuse it)
+                sentences.append(
+                    f"{name} is a tensor the module keeps between calls (a cache it filled in an earlier call, with that "
+                    f"call's graph): each later call reuses it, so every later backward goes back into the graph the "
+                    f"first backward freed."
+                )
+                fix = (
+                    f"Do not reuse {name} across backward calls: turn the module's caching off (recompute it in every "
+                    f"call) when it depends on tensors that require grad, or store it detached ({attr} = value.detach()) "
+                    f"if no gradient should flow through it; keeping the graph would only grow it step after step."
+                )
+            elif item:
                 whole = item.group(1)
                 fix = (
                     f"If the later step needs only the values of {whole} (a state returned by the earlier step), detach "
