@@ -458,7 +458,8 @@ def analyse(
         is_leaf, requires_grad, retains, has_grad = node.is_leaf, node.requires_grad, node.retains_grad, node.has_grad
         dtype = getattr(torch, node.dtype, None)
         is_param = node.is_parameter
-    root_name = " and ".join(view.label(r) for r in roots) if roots else None
+    labels = [view.label(r) for r in roots]
+    root_name = (", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else labels[0]) if labels else None
     backward = f"{root_name}.backward()" if root_name else "backward"
 
     # Which part of the root's graph reaches the tensor?

@@ -87,12 +87,14 @@ def not_reached(a: Asked, d: Draft) -> None:
     if a.has_grad:  # a live fact: the gradient is there, from another backward or an assignment
         shown = grad_text(a.node, a.precision) if a.node is not None else None
         d.sentences.append(
-            f"{a.grad_of} is set{f' ({shown})' if shown else ''}, but not by {root_name}: {root_name} does not depend "
+            f"{a.grad_of} is set{f' ({shown})' if shown else ''}, but not by {root_name}: {root_name} "
+            f"{'do not depend' if len(a.roots) > 1 else 'does not depend'} "
             f"on {who} through any gradient-carrying path, so {a.backward} adds nothing to it. Its value comes from "
             f"elsewhere (a backward from another output, or an assignment to .grad)."
         )
     else:
-        d.sentences.append(f"{a.grad_of} {a.will} because {root_name} does not depend on {who} through any gradient-carrying path.")
+        verb = "do not depend" if len(a.roots) > 1 else "does not depend"
+        d.sentences.append(f"{a.grad_of} {a.will} because {root_name} {verb} on {who} through any gradient-carrying path.")
     leaf_fix = twin_cut = None
     if a.root_is_leaf():
         twin_cut = leaf_root(a, d)
