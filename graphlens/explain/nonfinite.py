@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from ..graph import Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
-    origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer
+    origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer, \
+    diverged as _diverged
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
@@ -66,7 +67,7 @@ def explain_nonfinite(g: Graph, tid: str, replay: "Replay | None" = None, *, nam
         e = _forward_answer(g, links, node, who, steps)
         if e is not None and node.is_leaf and (bad(node.grad) or any(bad(f) for f in node.flowed)):
             e = _and_gradient(g, links, node, who, steps, e)
-        return e
+        return _diverged(g, e)
     # A gradient.  When the loss it comes from is not finite, the forward pass explains it (every
     # gradient of a NaN loss is NaN); else the first backward node that sent a non-finite one does.
     reach = _reaching_roots(g, links, node)

@@ -16,7 +16,7 @@ from .types import Explanation
 if TYPE_CHECKING:  # pragma: no cover
     from ..replay import Replay, Step
 
-__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax", "created_answer", "grad_call_answer"]
+__all__ = ["origins", "origin", "turned", "backward_answer", "changed_after", "explain_failed_node", "masked_softmax", "created_answer", "grad_call_answer", "diverged"]
 
 
 def _forward_answer(*args: Any, **kwargs: Any) -> Explanation | None:
@@ -517,6 +517,38 @@ def _unseen_gradient(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     return Explanation(["nonfinite_backward", "nonfinite_unseen"], sentences, fix=fix, path=path, **common)
 
 
+
+
+def diverged(g: Graph, e: Explanation | None) -> Explanation | None:
+    """``e``, with the sign of training that diverged added where it is an overflow and a root of
+    the trace (the loss) was recorded step after step, finite and growing a million-fold before it
+    overflowed: the steps, not one op, made the values too large."""
+    if e is None or "overflow" not in e.reasons:
+        return e
+    for r in g.roots:
+        vals = [t.value.head[0] for t in g.tensors if r.name and t.name == r.name and t.value is not None
+                and t.value.numel == 1 and t.value.head and type(t.value.head[0]) is float]
+        finite = []
+        for v in vals:
+            if v != v or v in (float("inf"), float("-inf")):
+                break
+            finite.append(abs(v))
+        if len(finite) < 3 or not finite[0] or finite[-1] < 1e6 * finite[0]:
+            continue
+        ups = sum(b > a for a, b in zip(finite, finite[1:]))
+        if ups * 3 < 2 * (len(finite) - 1):
+            continue
+        shown = [finite[0], finite[len(finite) // 3], finite[2 * len(finite) // 3], finite[-1]]
+        shown = ", ".join(format_number(v, 3) for v in dict.fromkeys(shown))
+        e.sentences = e.sentences + (
+            f"{r.name} grew step after step before that ({shown} over the {len(finite)} steps the trace saw finite): the "
+            f"training steps made the values diverge, the usual sign of a learning rate too high for this model.",)
+        e.fix = ("Lower the learning rate (or clip the gradient norm: torch.nn.utils.clip_grad_norm_) so the steps stop "
+                 "growing the values. " + (e.fix or ""))
+        if "diverged" not in e.reasons:
+            e.reasons = e.reasons + ("diverged",)
+        return e
+    return e
 
 
 def grad_call_answer(g: Graph, links: Links, first: TensorNode, s0: str, steps: list, common: dict) -> Explanation | None:

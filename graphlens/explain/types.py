@@ -112,6 +112,8 @@ NONFINITE_REASONS: dict[str, str] = {
     "clamp_rounded": "a clamp meant to keep the value away from where the op breaks did nothing: in the tensor's dtype "
     "its bound rounds to that very value (clamp(max=1 - 1e-6) is clamp(max=1) in bfloat16)",
     "overflow": "a finite input was too large for the dtype: the result overflowed to infinity",
+    "diverged": "the loss the trace recorded at each step grew a million-fold before it overflowed: the training steps "
+    "diverged (a learning rate too high), not one op",
     "log_of_zero": "log at 0 (log1p at -1) gives -inf",
     "division_by_zero": "a division (a reciprocal, rsqrt, a negative power) by 0 gives inf, and 0 / 0 gives NaN",
     "invalid_domain": "the input is outside the op's domain (log or sqrt of a negative number, acos/asin beyond ±1): NaN",
