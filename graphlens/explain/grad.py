@@ -460,7 +460,7 @@ def analyse(
         is_param = node.is_parameter
     labels = [view.label(r) for r in roots]
     root_name = (", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else labels[0]) if labels else None
-    backward = f"{root_name}.backward()" if root_name else "backward"
+    backward = (f"{root_name}.backward()" if len(labels) == 1 else f"the backward calls from {root_name}") if root_name else "backward"
 
     # Which part of the root's graph reaches the tensor?
     reach_parents, reach_path = view.bfs(roots, tid) if roots and tid is not None else ({}, [])
