@@ -210,7 +210,7 @@ def _cached_in_module(ctx: Context, fns: dict) -> str | None:
                 except RuntimeError:
                     continue
                 if fn is not None and id(fn) in fns:
-                    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", f"{mname}.{attr}")
+                    return as_code(f"{mname}.{attr}")
     return None
 
 

@@ -151,8 +151,6 @@ def code_cut(
 def _grad_disabled(root: str) -> Cut | None:
     """When gradient recording is off in this thread where graphlens is asked, with no block of
     the source around the line doing it (that would have been found first): a live fact."""
-    import torch
-
     if torch.is_grad_enabled():
         return None
     how = "torch.inference_mode()" if torch.is_inference_mode_enabled() else "torch.set_grad_enabled(False)"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..graph import Graph, TensorNode
 from ..values import Summary, format_number, same_head
 from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
@@ -140,8 +142,6 @@ def _rounded_clamp(g: Graph, links: Links, tid: str, value: Any) -> tuple[str, s
     """``(sentence, fix)`` where ``tid`` (holding ``value`` at the bad position) comes, through ops
     that keep magnitudes, from a clamp whose bound this dtype cannot hold: it rounds to the very
     value the clamp was meant to keep out (``clamp(max=1 - 1e-6)`` is ``clamp(max=1)`` in bfloat16)."""
-    import torch
-
     t, hops = tid, 0
     while hops < 4:
         op = links.maker.get(t)
@@ -563,13 +563,9 @@ def grad_call_answer(g: Graph, links: Links, first: TensorNode, s0: str, steps: 
         found = _origins(steps, p, None)
         if not found:
             return None
-        step = found[0]
-        o = _origin(g, links, step, None)
         call = f" at line {first.line} ({first.code})" if first.line and first.code else ""
-        s1 = (f"{s0}: torch.autograd.grad{call} handed it back from backward call {p + 1} of tr.replay(). In that call "
-              f"the first non-finite gradient came from {o['what']}{o['values']}.")
-        return Explanation(["nonfinite_backward"] + o["codes"], [s1, o["why"]], fix=o["fix"], path=(step.op,), op=o["op"],
-                           line=o["line"], lineno=o["lineno"], cause=step.op, facts=[(step.op, "op", step.name)], **common)
+        return _call_answer(g, links, found[:1], f"{s0}: torch.autograd.grad{call} handed it back from backward call {p + 1} of "
+                            f"tr.replay().", ["nonfinite_backward"], common)
     return None
 
 
@@ -589,15 +585,21 @@ def created_answer(g: Graph, links: Links, first: TensorNode, maker: str, s0: st
             break
     else:
         return None
+    return _call_answer(g, links, found, f"{s0}: {g.node(maker).name} made it during backward call {found[0].backward + 1} "
+                        f"of tr.replay(), a gradient computed with create_graph=True (backward nodes computed it, and the "
+                        f"result carries their graph).", ["nonfinite_forward", "nonfinite_backward"], common)
+
+
+def _call_answer(g: Graph, links: Links, found: list, opening: str, codes: list, common: dict) -> Explanation:
+    """The answer of :func:`grad_call_answer` and :func:`created_answer`: ``opening`` (the call that
+    made the value), then the first node of that call that sent a non-finite gradient from finite
+    ones (``found``: those nodes, in the engine's order), why, and how many more did."""
     step = found[0]
     o = _origin(g, links, step, None)
-    s1 = (f"{s0}: {g.node(maker).name} made it during backward call {step.backward + 1} of tr.replay(), a gradient "
-          f"computed with create_graph=True (backward nodes computed it, and the result carries their graph). In that "
-          f"call the first non-finite gradient came from {o['what']}{o['values']}.")
+    s1 = f"{opening} In that call the first non-finite gradient came from {o['what']}{o['values']}."
     more = [f"{len(found) - 1} more node(s) of that call sent a non-finite gradient from finite ones too."] if len(found) > 1 else []
-    return Explanation(["nonfinite_forward", "nonfinite_backward"] + o["codes"], [s1, o["why"]] + more, fix=o["fix"],
-                       path=(step.op,), op=o["op"], line=o["line"], lineno=o["lineno"], cause=step.op,
-                       facts=[(step.op, "op", step.name)], **common)
+    return Explanation(codes + o["codes"], [s1, o["why"]] + more, fix=o["fix"], path=(step.op,), op=o["op"], line=o["line"],
+                       lineno=o["lineno"], cause=step.op, facts=[(step.op, "op", step.name)], **common)
 
 
 origins, origin, turned, backward_answer, changed_after = _origins, _origin, _turned, _backward_answer, _changed_after

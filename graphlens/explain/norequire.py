@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from .._live.facts import dtype_name
 from .answer import Asked, Draft
 from .cuts import cut_fix, origin_cut, traced_cut
@@ -103,8 +105,6 @@ def not_required(a: Asked, d: Draft) -> None:
         d.path = grad_ins + ([op] if op else []) + [tid]
         d.edges = view.highlight_edges(d.path)
         d.fix = f"Compute {name} outside torch.{region}() (not inside its with block) if a gradient must flow through it."
-        import torch
-
         if region == "no_grad" and not torch.is_grad_enabled():  # (still off where graphlens is asked)
             d.reasons.append("grad_disabled")
             d.sentences.append(
@@ -139,11 +139,9 @@ def not_required(a: Asked, d: Draft) -> None:
             f"integer results or .item()/torch.tensor(...) in between); switching requires_grad on for {name} itself "
             f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
         )
-        import torch
-
         owner, _, attr = name.rpartition(".")
         if owner and attr.isidentifier() and type(a.live) is torch.Tensor:  # (a plain tensor kept on an object)
-            opt = a.optimizer is not None and not any(p is a.live for grp in a.optimizer.param_groups for p in grp["params"])
+            opt = a.optimizer is not None and not in_optimizer(a.optimizer, a.live, a.node)
             d.sentences.append(
                 f"{name} is a plain tensor attribute, not an nn.Parameter: a module does not list it in its parameters(), "
                 f"so an optimizer built from them never updates it{' (it is not among the optimizer' + chr(39) + 's parameters)' if opt else ''}."

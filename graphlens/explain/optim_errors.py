@@ -11,7 +11,7 @@ import torch
 
 from .._live.facts import dtype_name, read_saved
 from ..graph import MODIFIED, OpNode
-from .context import Context, assignment_line, root_label
+from .context import Context, as_code, assignment_line, root_label
 from .live import find_live
 from .paths import PathView
 from .types import Explanation
@@ -79,7 +79,7 @@ def _leaf_name(ctx: Context, leaf: torch.Tensor) -> str | None:
         if isinstance(m, torch.nn.Module):
             for pname, p in m.named_parameters(recurse=False):
                 if p is leaf:
-                    return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", f"{mname}.{pname}")  # (model.0.weight -> model[0].weight)
+                    return as_code(f"{mname}.{pname}")  # (model.0.weight -> model[0].weight)
     return None
 
 
