@@ -322,3 +322,28 @@ def test_nested_tensors_work_in_trace_and_snapshot_as_in_plain_torch():
             json.loads(g.to_json())
             s = traced[2]
             gl.snapshot(s).to_json()
+
+
+def test_recording_an_autograd_grad_result_changes_no_number_warning_or_node_order():
+    """A gradient autograd.grad hands back with create_graph=True is recorded at the call: the program's values, second
+    derivatives, warnings and the sequence numbers of the nodes it makes afterwards are as without graphlens."""
+    import contextlib
+    import warnings
+
+    def program(ctx):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+        x = torch.linspace(0, 1, 3).reshape(-1, 1).requires_grad_()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with ctx():
+                u = net(x)
+                u_x = torch.autograd.grad(u.sum(), x, create_graph=True)[0]  # (not used again in the block)
+                before = (x * 1).grad_fn._sequence_nr()
+                gap = (x * 1).grad_fn._sequence_nr() - before
+            u_xx = torch.autograd.grad(u_x.sum(), x)[0]
+        return u_x.detach(), u_xx, gap, [str(w.message) for w in caught]
+
+    plain, traced = program(contextlib.nullcontext), program(gl.trace)
+    assert torch.equal(plain[0], traced[0]) and torch.equal(plain[1], traced[1])
+    assert plain[2] == traced[2] and plain[3] == traced[3]
