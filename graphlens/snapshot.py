@@ -12,7 +12,8 @@ import torch
 from ._checks import check_count, check_optional_flag
 from ._live.guard import quiet
 from ._live.capture import saved_entry
-from ._live.facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, saved_rows, tensor_node
+from ._live.facts import MAX_ELEMENTS, StorageBook, check_roots, same_data, tensor_node
+from ._live.saved_columns import saved_rows_of_all
 from ._live.safety import KEEP_MIN_NODES, keep_walked
 from ._util import paused_gc
 from .graph import Edge, Graph, OpNode, TensorNode
@@ -163,11 +164,8 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
             outputs_of.setdefault(i, []).append(tid)
         starts = list(accumulate(counts, initial=0))
         book = StorageBook(weak=False)  # (every saved tensor is alive during the walk: a storage's address names it)
-        at = [0]  # (the op being read: its tensors near are listed only when it saved a tensor)
-
-        def resolve(value: torch.Tensor, name: str) -> str | None:
-            i = at[0]
-            near = list(outputs_of.get(i, ()))
+        def resolve(i: int, value: torch.Tensor, name: str) -> str | None:
+            near = list(outputs_of.get(i, ()))  # (an op's tensors near are listed only when it saved a tensor)
             for k in range(starts[i], starts[i + 1]):
                 c = child_ops[k]
                 if c is not None:
@@ -176,9 +174,7 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
                         near.append(tid)
             return _resolve(near, refs, by_id, value, name)
 
-        for i, fn in enumerate(fns):
-            at[0] = i
-            saved_of.append(saved_rows(fn, resolve, book=book))  # (entries made in build_ops)
+        saved_of = saved_rows_of_all(fns, resolve, book=book)  # (entries made in build_ops)
         del resolve
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special

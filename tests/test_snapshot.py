@@ -348,3 +348,67 @@ def test_a_module_that_lists_its_own_parameters_is_asked_for_them():
 
     m = Renamed(2, 2)
     assert [n for n, _ in _items({"m": m})] == ["m.renamed_weight", "m.renamed_bias"]
+
+
+def _nodes_of(*roots):
+    """Every backward node behind ``roots``, in a fixed walk order."""
+    out, seen, stack = [], set(), [r.grad_fn for r in roots]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        out.append(fn)
+        stack.extend(c for c, _ in reversed(fn.next_functions))
+    return out
+
+
+def test_saved_rows_read_together_equal_rows_read_one_node_at_a_time():
+    """The snapshot's column-wise reading of saved attributes gives, node for node, the rows
+    and storage numbers of reading each node on its own: wrapped numbers, parameters, views,
+    lists of tensors, 0-d values, a custom Function, a hooked slot, a freed and a modified one."""
+    from graphlens._live.facts import saved_rows
+    from graphlens._live.saved_columns import saved_rows_of_all
+    from graphlens._live.storages import StorageBook
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, requires_grad=True)
+    p = torch.nn.Parameter(torch.randn(4))
+    idx = torch.tensor([0, 2])
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t, k):
+            ctx.save_for_backward(t)
+            return t * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0, None
+
+    a = x.clone()
+    modified = a.sin()
+    a.mul_(2)
+    freed = (x.exp() * x).sum()
+    freed.backward()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        hooked = (x * x).sum()
+    roots = [
+        torch.cat([x * 2, x.exp()], 0)[idx].sum() + torch.stack([x, x]).sin().sum() + (p * x).sum() + p.norm(),
+        (x.view(12)[3:7] * 1.5).sum() + x.max() * torch.tensor(2.0), Scale.apply(x, 3.0).sum(), modified.sum(), freed, hooked,
+    ]
+    fns = _nodes_of(*roots)
+    resolved = []
+
+    def resolve_one(i):
+        return lambda value, name: resolved.append((i, name)) or f"t{i}"
+
+    one_book = StorageBook(weak=False)
+    alone = [saved_rows(fn, resolve_one(i), book=one_book) for i, fn in enumerate(fns)]
+    alone_resolved, resolved[:] = list(resolved), []
+    together = saved_rows_of_all(fns, lambda i, value, name: resolve_one(i)(value, name), book=StorageBook(weak=False))
+    assert together == alone
+    assert sorted(resolved) == sorted(alone_resolved)
+    kinds = {s[2] for rows in together for row in rows if type(row) is tuple and len(row) >= 5 for s in row[4]}
+    assert {"number", "parameter", "activation", "untracked"} <= kinds
+    assert any(type(row) is not tuple for rows in together for row in rows)  # (entries for the hooked, freed and modified slots)

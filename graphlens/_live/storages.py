@@ -46,6 +46,10 @@ _STORAGE_OF = _T.untyped_storage
 _IS_VIEW = _T._is_view
 _BASE_OF = _T._base.__get__  # type: ignore[attr-defined]
 _FREE_WEAK_REF = torch.UntypedStorage._free_weak_ref  # type: ignore[attr-defined]
+_DATA_PTR = torch.UntypedStorage.data_ptr
+_NBYTES = torch.UntypedStorage.nbytes
+_IS_LEAF = _T.is_leaf.__get__  # type: ignore[attr-defined]
+_REQUIRES_GRAD = _T.requires_grad.__get__  # type: ignore[attr-defined]
 
 
 class StorageBook:
@@ -88,6 +92,46 @@ class StorageBook:
             return tuple(out)
         return ()
 
+    def of_many(self, tensors: list) -> list[tuple[tuple, ...]]:
+        """``[self.of(t) for t in tensors]``, numbered in that order; in a book that takes no
+        weak references, read column by column with C-level maps (the snapshot's case)."""
+        if self._weak or not tensors:
+            return list(map(self.of, tensors))
+        try:
+            for cls in set(map(type, tensors)):
+                if cls is not _T and any(unreadable_why(t) is not None for t in tensors if type(t) is cls):
+                    return list(map(self.of, tensors))
+            storages = list(map(_STORAGE_OF, tensors))
+            ptrs = list(map(_DATA_PTR, storages))
+            sizes = list(map(_NBYTES, storages))
+            views = list(map(_IS_VIEW, tensors))
+            bases = tensors if not any(views) else [_base(t) if v else t for t, v in zip(tensors, views)]
+            leaves = list(map(_IS_LEAF, bases))
+            grads = list(map(_REQUIRES_GRAD, bases))
+        except Exception:  # noqa: BLE001 - one tensor with no storage: each on its own, as `of` reads it
+            return list(map(self.of, tensors))
+        out: list[tuple[tuple, ...]] = []
+        seen_of, seen = self._seen.get, self._seen
+        for t, ptr, nbytes, leaf, grad in zip(tensors, ptrs, sizes, leaves, grads):
+            if not leaf:  # (a backward node made it: read without making the node's Python object)
+                kind = "activation"
+            elif grad:
+                kind = "parameter"
+            else:
+                kind = "number" if wrapped_number(t) else "untracked"
+            known = seen_of(ptr)
+            if known is None:
+                made = (self._count, nbytes, kind)
+                seen[ptr] = (self._count, None, made)
+                self._count += 1
+            else:
+                made = known[2]
+                if made[1] != nbytes or made[2] != kind:
+                    made = (known[0], nbytes, kind)
+                    seen[ptr] = (known[0], known[1], made)
+            out.append((made,))
+        return out
+
     def _one(self, t: torch.Tensor) -> tuple | None:
         try:
             if type(t) is not _T and unreadable_why(t) is not None:
@@ -128,6 +172,11 @@ class StorageBook:
         self._release()
         self._refs = []
         self._release = weakref.finalize(self, deque, map(_FREE_WEAK_REF, self._refs), 0)
+
+
+def _base(t: torch.Tensor) -> torch.Tensor:
+    base = _BASE_OF(t)
+    return t if base is None else base
 
 
 def saved_storages(raw: tuple) -> tuple[SavedStorage, ...]:
