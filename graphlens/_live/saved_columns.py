@@ -83,6 +83,8 @@ def saved_rows_of_all(fns: list, resolve: Callable[[int, torch.Tensor, str], str
                     flush()
             elif value is None or type(value) in _NUMBERS:
                 rows.append((short, value))
+            elif (type(value) is tuple or type(value) is list) and len(value) <= 8 and _NUMBERS.issuperset(map(type, value)):
+                rows.append((short, tuple(value)))  # (sizes, strides, dims: as _plain makes them, with no tensor held)
             elif _holds_tensor(value):
                 flush()
                 rows.append((short, _plain(value), book.of(value)))
