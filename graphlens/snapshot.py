@@ -191,8 +191,10 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
         return out
 
     def build_ops() -> list[OpNode]:
+        # (each OpNode made by tuple.__new__ with every field: the record OpNode(...) makes, faster)
+        new, none = tuple.__new__, (None,) * (len(OpNode._fields) - 5)
         return [
-            OpNode(f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])) if saved_of else (), variables.get(i))
+            new(OpNode, (f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])) if saved_of else (), variables.get(i), *none))
             for i, cls in enumerate(types)
         ]
 
