@@ -363,11 +363,13 @@ def _nodes_of(*roots):
     return out
 
 
-def test_saved_rows_read_together_equal_rows_read_one_node_at_a_time():
-    """The snapshot's column-wise reading of saved attributes gives, node for node, the rows
-    and storage numbers of reading each node on its own: wrapped numbers, parameters, views,
-    lists of tensors, 0-d values, a custom Function, a hooked slot, a freed and a modified one."""
-    from graphlens._live.facts import saved_rows
+def test_saved_rows_read_together_equal_entries_read_one_node_at_a_time():
+    """The snapshot's column-wise reading of saved attributes gives, node for node, the entries
+    and storage numbers of the careful reader of one node at a time: wrapped numbers,
+    parameters, views, lists of tensors, 0-d values, a custom Function, a hooked slot, a freed
+    and a modified one."""
+    from graphlens._live.capture import saved_entry
+    from graphlens._live.facts import saved_attributes
     from graphlens._live.saved_columns import saved_rows_of_all
     from graphlens._live.storages import StorageBook
 
@@ -398,17 +400,15 @@ def test_saved_rows_read_together_equal_rows_read_one_node_at_a_time():
         (x.view(12)[3:7] * 1.5).sum() + x.max() * torch.tensor(2.0), Scale.apply(x, 3.0).sum(), modified.sum(), freed, hooked,
     ]
     fns = _nodes_of(*roots)
-    resolved = []
 
-    def resolve_one(i):
-        return lambda value, name: resolved.append((i, name)) or f"t{i}"
+    def resolve_one(i):  # (a tensor of the graph gets an id naming the node and attribute; a Python number torch wrapped, none)
+        return lambda value, name: f"t{i}.{name}" if value.requires_grad else None
 
     one_book = StorageBook(weak=False)
-    alone = [saved_rows(fn, resolve_one(i), book=one_book) for i, fn in enumerate(fns)]
-    alone_resolved, resolved[:] = list(resolved), []
+    alone = [saved_attributes(fn, resolve_one(i), book=one_book) for i, fn in enumerate(fns)]
     together = saved_rows_of_all(fns, lambda i, value, name: resolve_one(i)(value, name), book=StorageBook(weak=False))
-    assert together == alone
-    assert sorted(resolved) == sorted(alone_resolved)
-    kinds = {s[2] for rows in together for row in rows if type(row) is tuple and len(row) >= 5 for s in row[4]}
+    assert [tuple(map(saved_entry, rows)) for rows in together] == alone
+    assert any(e.tensor for entries in alone for e in entries)
+    kinds = {s.kind for entries in alone for e in entries for s in e.storages}
     assert {"number", "parameter", "activation", "untracked"} <= kinds
-    assert any(type(row) is not tuple for rows in together for row in rows)  # (entries for the hooked, freed and modified slots)
+    assert {e.state for entries in alone for e in entries} >= {gl.graph.LIVE, gl.graph.HIDDEN, FREED, MODIFIED}

@@ -161,7 +161,7 @@ def kept_grad(t: Any, limit: int) -> Any:
 
 def saved_entry(row: tuple) -> SavedEntry:
     """A SavedEntry from a compact row of :meth:`Recorder.read_saved_now` or
-    :func:`~graphlens._live.facts.saved_rows` (a row that is a SavedEntry already is itself).
+    :func:`~graphlens._live.saved_columns.saved_rows_of_all` (a row that is a SavedEntry already is itself).
     The records are made with ``tuple.__new__`` (every field given: the same records as
     their constructors make, without the keyword handling), and an entry of a plain value
     that compares and hashes exactly (None, a bool, an int, a str) is made once per value."""

@@ -13,7 +13,7 @@ from ..graph import FREED, HIDDEN, LIVE, MODIFIED, UNREADABLE, SavedEntry, Saved
 from .storages import StorageBook, checkpoint_storages, saved_storages
 
 __all__ = [
-    "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes", "saved_rows",
+    "summarize", "read_head", "make_summary", "dtype_name", "tensor_node", "version_of", "saved_attributes",
     "read_saved", "saved_plan", "saved_value", "tensor_summary", "numel_of", "check_roots", "flatten_tensors",
     "StorageBook", "known_finite",
 ]
@@ -365,8 +365,11 @@ def tensor_summary(value: torch.Tensor) -> Summary:
 def saved_value(value: Any) -> tuple[Any, bool]:
     """``(plain, holds)``: a saved value that is not a tensor, as plain JSON-able data, and
     whether it holds tensors (so backward may still free it)."""
-    if value is None or type(value) in _NUMBERS:
+    cls = type(value)
+    if value is None or cls in _NUMBERS:
         return value, False
+    if (cls is tuple or cls is list) and len(value) <= 8 and _NUMBERS.issuperset(map(type, value)):
+        return tuple(value), False  # (sizes, strides, dims: as _plain makes them, with no tensor held)
     return _plain(value), _holds_tensor(value)
 
 
@@ -491,58 +494,6 @@ def _entry(fn: Any, attr: str, short: str, raw: str | None, resolve: Callable | 
         return SavedEntry(short, LIVE, tid, tensor_summary(value), None, () if book is None else saved_storages(book.of(value))), True
     holds = _holds_tensor(value)
     return SavedEntry(short, LIVE, None, None, _plain(value), saved_storages(book.of(value)) if holds and book is not None else ()), holds
-
-
-_UNREAD = object()  # (an attribute that could not be read)
-
-
-def saved_rows(fn: Any, resolve: Callable | None = None, *, book: StorageBook | None = None) -> tuple:
-    """What :func:`saved_attributes` reads of ``fn``, as compact rows of plain data, one per
-    attribute: ``(name, tensor id or None, shape, dtype, storages[, number of a 0-d one])``
-    for a tensor, ``(name, value[, storages])`` for anything else, and the
-    :class:`~graphlens.graph.SavedEntry` itself where a slot is hidden or cannot be read.
-    :func:`graphlens._live.capture.saved_entry` makes each row the entry
-    :func:`saved_attributes` gives, when the entries are asked for."""
-    rows = []
-    for attr, short, raw in _saved_names(fn):
-        if raw is not None:
-            try:  # (the common slot read inline: one SavedTensor, no hook on it)
-                slot = getattr(fn, raw)
-                hidden = slot.unpack_hook is not None if type(slot) is _SAVED_TENSOR else _slot_state(fn, raw) is HIDDEN
-            except Exception:  # noqa: BLE001 - _slot_state says what it can
-                hidden = _slot_state(fn, raw) is HIDDEN
-            if hidden:
-                rows.append(_entry(fn, attr, short, raw, resolve, None, book)[0])
-                continue
-        try:
-            value = getattr(fn, attr)
-        except Exception as exc:  # noqa: BLE001 - an odd attribute must not break the walk
-            rows.append(SavedEntry(short, _unreadable_saved(exc) if isinstance(exc, RuntimeError) else UNREADABLE))
-            value = _UNREAD  # (no `continue` in this clause: an interrupt landing on one would keep exc and its frames alive)
-        if value is _UNREAD:
-            continue
-        if isinstance(value, _T):
-            storages = () if book is None else book.of(value)
-            # (a Python number torch wrapped, x * 0.5, is no tensor of the graph: not looked for)
-            tid = resolve(value, short) if resolve is not None and not (storages and storages[0][2] == "number") else None
-            try:
-                shape = plain_shape(value.shape)
-            except RuntimeError:
-                shape = shape_of(value)
-            if shape == () and not _T.is_complex(value) and unreadable_why(value) is None:  # (as tensor_summary reads it)
-                try:
-                    rows.append((short, tid, shape, value.dtype, storages, _T.item(value)))
-                    continue
-                except Exception:  # noqa: BLE001 - meta, fake or freed data holds no number
-                    pass
-            rows.append((short, tid, shape, value.dtype, storages))
-        elif value is None or type(value) in _NUMBERS:
-            rows.append((short, value))
-        elif _holds_tensor(value):
-            rows.append((short, _plain(value), () if book is None else book.of(value)))
-        else:
-            rows.append((short, _plain(value)))
-    return tuple(rows)
 
 
 def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:

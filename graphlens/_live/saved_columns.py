@@ -1,4 +1,4 @@
-"""The saved attributes of every node of a walk at once: the rows of ``saved_rows``, the tensors' facts read column by column."""
+"""The saved attributes of every node of a walk at once, as compact rows of plain data, the tensors read column by column."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-from .facts import _NUMBERS, _SAVED_TENSOR, _UNREAD, _entry, _holds_tensor, _plain, _saved_names, _slot_state, _unreadable_saved
+from .facts import _NUMBERS, _SAVED_TENSOR, _entry, _holds_tensor, _plain, _saved_names, _slot_state, _unreadable_saved
 from .facts import plain_shape, shape_of
 from .guard import _is_wrapped, unreadable_why
 from ..graph import HIDDEN, UNREADABLE, SavedEntry
@@ -25,10 +25,18 @@ _BATCH = 4096
 _IS_COMPLEX = _T.is_complex
 
 
+_UNREAD = object()  # (an attribute that could not be read)
+
+
 def saved_rows_of_all(fns: list, resolve: Callable[[int, torch.Tensor, str], str | None] | None, *,
                       book: StorageBook) -> list[tuple]:
-    """``[saved_rows(fn, ..., book=book) for fn in fns]``, the same rows with the same storage
-    numbers, where ``resolve(i, value, name)`` is the resolver of the ``i``-th node.  Each
+    """One tuple of compact rows per node of ``fns``, one row per saved attribute (as
+    :func:`~graphlens._live.capture.saved_entry` reads it: ``(name, tensor id or None, shape,
+    dtype, storages[, number of a 0-d one])`` for a tensor, ``(name, value[, storages])`` for
+    anything else, the :class:`~graphlens.graph.SavedEntry` itself where a slot is hidden or
+    cannot be read), made into the entries :func:`~graphlens._live.facts.saved_attributes`
+    gives, with the same storage numbers; ``resolve(i, value, name)`` is the resolver of the
+    ``i``-th node.  Each
     attribute is read in the walk's order (a hidden slot is never unpacked); the tensors are
     then summarised together (their storages numbered in the order they were read), with
     C-level maps instead of a function call per tensor: the per-node cost of a snapshot is
