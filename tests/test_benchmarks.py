@@ -55,3 +55,15 @@ def test_the_collapse_floor_finds_the_chain_to_dot_draws(floors):
     assert re.search(r"MulBackward0 x700\b", text)
     assert re.search(r"MulBackward0 <B>×700</B>", drawn)
     assert text.count("[label=") == 1 + len(g.tensors)
+
+
+def test_the_dot_floor_writes_the_same_text_with_or_without_saved_records(floors):
+    """The floor of snapshot + to_dot reads saved records only when asked, and writes one line per node and edge either way."""
+    import graphlens as gl
+
+    x = torch.randn(3, requires_grad=True)
+    y = (x * 2).exp().sum()
+    g = gl.snapshot(y)
+    text = floors.dot_floor(y, g)
+    assert text == floors.dot_floor(y, g, saved=False)
+    assert text.count("->") == len(g.edges) and text.count("[label=") == len(g.tensors) + len(g.ops)
