@@ -320,6 +320,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
             "facts_vs_ordered": ratio(res, "facts", "ordered"), "facts_saved_vs_ordered": ratio(res, "facts_saved", "ordered"),
             "snapshot_nosaved_vs_ordered": ratio(res, "nosaved", "ordered"),
             "snapshot_vs_ordered": ratio(res, "saved", "ordered"),
+            "iqr": {"snapshot_nosaved_vs_ordered": iqr(res, "nosaved", "ordered"), "snapshot_vs_ordered": iqr(res, "saved", "ordered")},
         })
         del root, keep
     for build in (chain_900, transformer_6l, resnetish):
@@ -333,7 +334,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
             out["dot"].append({"graph": build.__name__, "graphlens_ms": res["gl"]["median_s"] * 1e3,
                                "torchviz_ms": res["tv"]["median_s"] * 1e3, "dot_vs_torchviz": ratio(res, "gl", "tv"),
                                "floor_vs_torchviz": ratio(res, "floor", "tv"), "nosaved_vs_torchviz": ratio(res, "gl_nosaved", "tv"),
-                               "floor_nosaved_vs_torchviz": ratio(res, "floor_nosaved", "tv")})
+                               "floor_nosaved_vs_torchviz": ratio(res, "floor_nosaved", "tv"),
+                               "iqr": {"dot_vs_torchviz": iqr(res, "gl", "tv"), "nosaved_vs_torchviz": iqr(res, "gl_nosaved", "tv")}})
             del g
         del root, keep
     if to_dot is not None:
@@ -345,7 +347,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
             per_node[n] = res["dot"]["median_s"] / n
             per_floor[n] = res["floor"]["median_s"] / n
             out["to_dot"].append({"ops": n, "to_dot_ms": res["dot"]["median_s"] * 1e3, "text_ms": res["text"]["median_s"] * 1e3,
-                                  "to_dot_vs_text": ratio(res, "dot", "text"), "floor_vs_text": ratio(res, "floor", "text")})
+                                  "to_dot_vs_text": ratio(res, "dot", "text"), "floor_vs_text": ratio(res, "floor", "text"),
+                                  "iqr": {"to_dot_vs_text": iqr(res, "dot", "text")}})
             del g
         out["to_dot_growth"] = per_node[100_000] / per_node[10_000]
         out["collapse_floor_growth"] = per_floor[100_000] / per_floor[10_000]
@@ -396,6 +399,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
         "facts_floor": ratio(res, "facts", "plain"), "facts_floor_nograds": ratio(res, "facts_nograds", "plain"),
         "facts_floor_lean": ratio(res, "facts_lean", "plain"),
+        "iqr": {"trace_chain": iqr(res, "trace", "plain"), "trace_chain_nograds": iqr(res, "nograds", "plain"),
+                "trace_chain_lean": iqr(res, "lean", "plain"), "trace_inline_vs_step": iqr(res, "inline", "trace")},
     })
     out["finiteness"] = _finiteness_cost(interleaved, ratio, 4 * repeats, floor, step)  # (a small difference: more repeats)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
@@ -413,8 +418,15 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         res = interleaved(sides, max(5, repeats // 2), floor, collect=True)
         out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
                               "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
-                              "facts_floor": ratio(res, "facts", "plain")})
+                              "facts_floor": ratio(res, "facts", "plain"), "iqr": {"trace_vs_plain": iqr(res, "trace", "plain")}})
     return out
+
+
+def iqr(res: dict, a: str, b: str) -> list[float]:
+    """The spread of a ratio: the quartiles of the per-repeat ratios of side ``a`` to side ``b``
+    (the sides of a repeat ran one after the other, so they share the machine's noise)."""
+    per = sorted(x / y for x, y in zip(res[a]["times"], res[b]["times"]))
+    return [per[len(per) // 4], per[(3 * len(per)) // 4]]
 
 _HEAD = 6  # (graphlens's default max_elements)
 
@@ -643,34 +655,40 @@ def show_f(f: dict) -> None:
 def verdicts_f(f: dict) -> dict[str, str]:
     out = {}
 
-    def say(key: str, value: float, floor: str = "") -> str:
+    def say(key: str, value: float, floor: str = "", spread: list | None = None) -> str:
         target = TARGETS_F[key]
-        return f"{value:.2f} (target <= {target}): {'met' if value <= target else 'missed'}{'; ' + floor if floor else ''}"
+        quartiles = f" [quartiles {spread[0]:.2f}–{spread[1]:.2f}]" if spread else ""
+        return f"{value:.2f}{quartiles} (target <= {target}): {'met' if value <= target else 'missed'}{'; ' + floor if floor else ''}"
 
     for r in f["snapshot"]:
         out[f"snapshot_nosaved_vs_ordered[{r['graph']}]"] = say(
-            "snapshot_nosaved_vs_ordered", r["snapshot_nosaved_vs_ordered"], f"facts floor {r['facts_vs_ordered']:.2f}")
+            "snapshot_nosaved_vs_ordered", r["snapshot_nosaved_vs_ordered"], f"facts floor {r['facts_vs_ordered']:.2f}",
+            r.get("iqr", {}).get("snapshot_nosaved_vs_ordered"))
         out[f"snapshot_vs_ordered[{r['graph']}]"] = say(
             "snapshot_vs_ordered", r["snapshot_vs_ordered"],
-            f"floors: flat saved reads {r['flat_saved_vs_ordered']:.2f}, facts floor with saved {r['facts_saved_vs_ordered']:.2f}")
+            f"floors: flat saved reads {r['flat_saved_vs_ordered']:.2f}, facts floor with saved {r['facts_saved_vs_ordered']:.2f}",
+            r.get("iqr", {}).get("snapshot_vs_ordered"))
     for r in f["dot"]:
         out[f"dot_vs_torchviz[{r['graph']}]"] = say(
             "dot_vs_torchviz", r["dot_vs_torchviz"],
-            f"floor: facts walk with saved records + text {r['floor_vs_torchviz']:.2f}" if "floor_vs_torchviz" in r else "")
+            f"floor: facts walk with saved records + text {r['floor_vs_torchviz']:.2f}" if "floor_vs_torchviz" in r else "",
+            r.get("iqr", {}).get("dot_vs_torchviz"))
         if "nosaved_vs_torchviz" in r:
             out[f"dot_vs_torchviz_nosaved[{r['graph']}]"] = say(
-                "dot_vs_torchviz", r["nosaved_vs_torchviz"], f"floor: facts walk without saved records + text {r['floor_nosaved_vs_torchviz']:.2f}")
+                "dot_vs_torchviz", r["nosaved_vs_torchviz"], f"floor: facts walk without saved records + text {r['floor_nosaved_vs_torchviz']:.2f}",
+                r.get("iqr", {}).get("nosaved_vs_torchviz"))
     for r in f["to_dot"]:
         out[f"to_dot_vs_text[{r['ops']}]"] = say("to_dot_vs_text", r["to_dot_vs_text"],
-                                                 f"floor: the collapse floor {r['floor_vs_text']:.2f}" if "floor_vs_text" in r else "")
+                                                 f"floor: the collapse floor {r['floor_vs_text']:.2f}" if "floor_vs_text" in r else "",
+                                                 r.get("iqr", {}).get("to_dot_vs_text"))
     if "to_dot_growth" in f:
         out["to_dot_growth"] = say("to_dot_growth", f["to_dot_growth"],
                                    f"floor: the collapse floor's {f['collapse_floor_growth']:.2f}" if "collapse_floor_growth" in f else "")
     for r in f["trace"]:
         floors = f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
         for key, facts in (("trace_chain", "facts_floor"), ("trace_chain_nograds", "facts_floor_nograds"), ("trace_chain_lean", "facts_floor_lean")):
-            out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else ""))
-        out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"])
+            out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else ""), r.get("iqr", {}).get(key))
+        out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"], "", r.get("iqr", {}).get("trace_inline_vs_step"))
     for r in f.get("finiteness", []):
         out[f"nonfinite_checks[{r['workload']}]"] = (f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")
                                                      + f"; {r.get('reductions', '?')} reductions a step"
@@ -679,5 +697,5 @@ def verdicts_f(f: dict) -> dict[str, str]:
         if "skipped" not in r:
             out[f"trace_models[{r['workload']}]"] = say(
                 "trace_models", r["trace_vs_plain"], f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
-                + (f", facts floor {r['facts_floor']:.2f}" if "facts_floor" in r else ""))
+                + (f", facts floor {r['facts_floor']:.2f}" if "facts_floor" in r else ""), r.get("iqr", {}).get("trace_vs_plain"))
     return out

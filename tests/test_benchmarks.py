@@ -67,3 +67,12 @@ def test_the_dot_floor_writes_the_same_text_with_or_without_saved_records(floors
     text = floors.dot_floor(y, g)
     assert text == floors.dot_floor(y, g, saved=False)
     assert text.count("->") == len(g.edges) and text.count("[label=") == len(g.tensors) + len(g.ops)
+
+
+def test_a_ratio_spread_is_the_quartiles_of_the_per_repeat_ratios(floors):
+    """A target's spread pairs the sides within each repeat and gives the quartiles of those ratios."""
+    res = {"a": {"times": [2.0, 9.0, 4.0, 6.0, 8.0]}, "b": {"times": [1.0, 3.0, 1.0, 1.0, 1.0]}}
+    assert floors.iqr(res, "a", "b") == [3.0, 6.0]
+    row = {"ops": 10, "to_dot_vs_text": 4.0, "iqr": {"to_dot_vs_text": floors.iqr(res, "a", "b")}}
+    verdicts = floors.verdicts_f({"snapshot": [], "dot": [], "to_dot": [row], "trace": [], "models": []})
+    assert verdicts["to_dot_vs_text[10]"].startswith("4.00 [quartiles 3.00–6.00] (target <= 2.0): missed")
