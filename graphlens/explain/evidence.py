@@ -161,11 +161,21 @@ def changed_untracked(view: PathView, path: list[str], skip: frozenset | set = f
             continue
         alias = [t for t in view.g.tensors if t.detached_from == tid and t.made_by == "data"]
         via = f" through {view.label(alias[0].id)} = {view.label(tid)}.data" if alias else " through an alias autograd does not track (.data)"
-        text = (
-            f"{view.label(tid)} was changed{via} after it was made: its values are now {now.format()} where the graph "
-            f"computed {node.value.format()}, but its version did not change, so backward used the changed values "
-            f"without an error: the gradient is computed from them and is silently wrong."
-        )
+        if node.is_leaf and not alias:
+            # (a leaf's value is read when the trace first sees it, perhaps at its initialisation: no call the
+            # trace saw tells whether the unseen change came before or after the forward pass used it)
+            text = (
+                f"{view.label(tid)} was changed{via} after the trace first saw it: its values are now {now.format()} where "
+                f"they were {node.value.format()}, and its version did not change. If that change came after the forward "
+                f"pass used it, backward used the changed values without an error and the gradient is silently wrong; "
+                f"if it came before (an initialisation through .data), the forward pass used the new values too."
+            )
+        else:
+            text = (
+                f"{view.label(tid)} was changed{via} after it was made: its values are now {now.format()} where the graph "
+                f"computed {node.value.format()}, but its version did not change, so backward used the changed values "
+                f"without an error: the gradient is computed from them and is silently wrong."
+            )
         fix = (
             f"Do not change {view.label(tid)} through .data while its graph is needed: use .detach() (backward then "
             f"raises instead of computing a wrong gradient) or clone() it, and change the copy."

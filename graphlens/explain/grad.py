@@ -18,7 +18,7 @@ from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
-from .modules import frame_modules, tied_names, unregistered_owner
+from .modules import frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_owner
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
 from .norequire import frozen_with_grad, not_required
@@ -79,6 +79,8 @@ def explain(
         raise TypeError(f"optimizer must be a torch.optim.Optimizer (the one that updates the tensor), not {type(optimizer).__name__}")
     precision = check_count("precision", precision, minimum=1)
     frame = user_frame(1)
+    if optimizer is None and isinstance(tensor, torch.Tensor):  # (a parameter: the caller's optimizer)
+        optimizer = frame_optimizer(frame, tensor)
     try:
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
             if isinstance(root, (Trace, Graph)):
@@ -180,6 +182,7 @@ def _explain_recorded(
     roots = backward_roots(g)
     ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {"moved_after": frozenset(moved)}
+    hints["stale_optimizer"] = stale_hint(live, optimizer, frame)
     if live is not None and isinstance(live, torch.nn.Parameter):
         held = ([("module", trace._module)] if trace is not None and getattr(trace, "_module", None) is not None else [])
         tied = tied_names(live, held + (frame_modules(frame) if frame is not None else []))
@@ -375,6 +378,7 @@ def _explain_live(
             roots = [t for t in outs if reaches([t.grad_fn], tensor)][:1]
             guessed = bool(roots)
         hints: dict[str, Any] = {"guessed_root": guessed, "unrecorded": unrecorded}
+        hints["stale_optimizer"] = stale_hint(tensor, optimizer, frame)
         extra: list[torch.Tensor] = []
         reach = bool(roots) and reaches([r.grad_fn for r in roots], tensor)
         if roots and not reach and tensor.requires_grad:
@@ -523,7 +527,13 @@ def analyse(
         d.fix = unregistered[1]
     if optimizer is not None and requires_grad and is_leaf and not in_optimizer(optimizer, live, node):
         d.reasons.append("not_in_optimizer")
-        d.sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it.")
+        d.sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it"
+                           f"{' (nor does its zero_grad() clear its .grad)' if has_grad else ''}.")
+        stale_sentence, stale_fix = missing_from_optimizer(name or who, hints.get("stale_optimizer"))
+        if stale_sentence:
+            d.sentences.append(stale_sentence)
+        if d.fix is None or "zero_grad" in d.fix:
+            d.fix = stale_fix
     if not d.reasons:  # pragma: no cover - every branch above adds one
         d.reasons.append("grad_ok")
     if has_grad and d.reasons[0] == "not_reachable":

@@ -9,7 +9,7 @@ import torch
 
 from ..names import _CO_OPTIMIZED, frame_objects_where
 
-__all__ = ["Unregistered", "frame_modules", "unregistered_owner", "tied_names"]
+__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "unregistered_owner", "tied_names"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -53,6 +53,74 @@ def frame_modules(frame: FrameType | None) -> list[tuple[str, torch.nn.Module]]:
 
 def _is_module(value) -> bool:
     return isinstance(value, torch.nn.Module)
+
+
+def _is_optimizer(value) -> bool:
+    return isinstance(value, torch.optim.Optimizer)
+
+
+def _holds(optimizer: torch.optim.Optimizer, tensor: torch.Tensor) -> bool:
+    return any(p is tensor for group in optimizer.param_groups for p in group["params"])
+
+
+def frame_optimizer(frame: FrameType | None, tensor) -> torch.optim.Optimizer | None:
+    """The optimizer of a parameter the caller asks about without ``optimizer=``: among
+    the optimizers the caller's variables hold (locals, then globals), the one that holds
+    ``tensor``, else the first (which then does not hold it: none does); None when ``tensor`` is
+    no ``nn.Parameter`` (an input leaf belongs in no optimizer) or the caller holds no optimizer."""
+    if frame is None or not isinstance(tensor, torch.nn.Parameter):
+        return None
+    found: list = frame_objects_where(frame, _is_optimizer, with_globals=False)
+    if frame.f_code.co_flags & _CO_OPTIMIZED:
+        found.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and not k.startswith("_") and _is_optimizer(v))
+    for _, opt in found:
+        if _holds(opt, tensor):
+            return opt
+    return found[0][1] if found else None
+
+
+def stale_in_optimizer(tensor: torch.Tensor, optimizer: torch.optim.Optimizer, modules, tensors=()) -> tuple[str, int] | None:
+    """``(module variable, count)`` when ``optimizer`` holds Parameters that no module among the
+    caller's ``modules`` has (nor any of its ``tensors``) while one of those modules has
+    ``tensor``: what an optimizer built before its model's layers were replaced or moved holds."""
+    owners = []
+    known: set[int] = {id(t) for t in tensors}
+    for name, mod in modules:
+        try:
+            own = {id(p) for p in mod.parameters()}
+        except Exception:  # noqa: BLE001 - a module whose parameters cannot be listed says nothing
+            continue
+        known |= own
+        if id(tensor) in own:
+            owners.append(name)
+    stale = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in known]
+    return (owners[0], len(stale)) if owners and stale else None
+
+
+def stale_hint(live, optimizer, frame: FrameType | None) -> tuple[str, int] | None:
+    """:func:`stale_in_optimizer` for a parameter ``optimizer`` does not hold, read from the caller's frame."""
+    from ..names import frame_candidates
+
+    if optimizer is None or frame is None or not isinstance(live, torch.nn.Parameter) or _holds(optimizer, live):
+        return None
+    return stale_in_optimizer(live, optimizer, frame_modules(frame), [t for _, t in frame_candidates(frame)])
+
+
+def missing_from_optimizer(who: str, stale: tuple[str, int] | None) -> tuple[str, str]:
+    """``(sentence, fix)`` for parameter ``who`` that the optimizer does not hold; ``stale`` is what
+    :func:`stale_in_optimizer` found (the sentence is empty without it)."""
+    add = (f"give it to the optimizer: include {who} in the parameters it is built from, or add it with "
+           f"optimizer.add_param_group({{'params': [{who}]}}).")
+    if stale is None:
+        return "", add[0].upper() + add[1:]
+    model, n = stale
+    return (
+        f"The optimizer holds {n} Parameter{'s' if n != 1 else ''} that no module among your variables has: if "
+        f"{'they are' if n != 1 else 'it is'} what {model}'s layers held before they were replaced or moved (.to() or a "
+        f"dtype change can make new Parameters), the optimizer was built before that change and updates the old ones.",
+        f"Build the optimizer after the last change to {model} (replacing layers, moving it with .to()), from "
+        f"{model}.parameters() as they are then; else {add}",
+    )
 
 
 def _containers(mod: torch.nn.Module, prefix: str, depth: int = 0):

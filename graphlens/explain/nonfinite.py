@@ -15,7 +15,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ..graph import Graph, TensorNode
+from ..graph import FREED, Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
     origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer, \
     diverged as _diverged
@@ -612,12 +612,21 @@ def _snapshot_answer(g: Graph, links: Links, node: TensorNode, who: str, where: 
     if node.is_leaf and bad(node.value):
         sentences.append("It is a leaf: no op of its graph computed it, so something before (an optimizer step, "
                          "the data, values loaded into it) put the NaN or inf there.")
+    written = [t for t in leaves if t.version > 0]  # (written in place since made: an optimizer step, for one)
     if leaves:
         shown = ", ".join(f"{links.label(t.id)} (at {links.label(t.id)}{index(t.shape, t.value.nonfinite_at)})"
                           if t.shape else links.label(t.id) for t in leaves[:4])
         verb = "holds" if len(leaves) == 1 else "hold"
-        sentences.append(f"Among the leaves of its graph, {shown} already {verb} NaN or inf.")
-        reasons.append("nonfinite_input")
+        if written and any(e.state is FREED for op in g.ops for e in op.saved):
+            sentences.append(
+                f"Among the leaves of its graph, {shown} {verb} NaN or inf now. "
+                + (f"{links.label(written[0].id)} has" if len(written) == 1 else f"{len(written)} of them have")
+                + f" been changed in place since {'it was' if len(written) == 1 else 'they were'} made (an optimizer step, for "
+                f"one), and backward already ran through this graph (its saved tensors are freed): whether they held it "
+                f"when {who} was computed, or a step after that backward wrote it into them, is not known without a trace.")
+        else:
+            sentences.append(f"Among the leaves of its graph, {shown} already {verb} NaN or inf.")
+            reasons.append("nonfinite_input")
     elif not (node.is_leaf and bad(node.value)):
         sentences.append("Every leaf of its backward graph (the tensors that require grad) is finite; the data and other "
                          "inputs that need no grad are not part of that graph, so graphlens did not read them.")

@@ -96,6 +96,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 + f": {a.grad_of} is the sum of the gradients of every use."
             )
         summed = a.hints.get("accumulated")
+        outside = a.optimizer is not None and a.is_leaf and not in_optimizer(a.optimizer, a.live, node)
         if summed:
             passes, first_before = summed
             d.sentences.append(
@@ -105,7 +106,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 + ", with nothing clearing it in between: PyTorch adds each new gradient to .grad, it does not replace it."
             )
             d.fix = (f"If {a.grad_of} is larger than you expect (doubled, say), clear it before each backward: "
-                     f"optimizer.zero_grad() (or {name}.grad = None).")
+                     f"optimizer.zero_grad() (or {name}.grad = None).") if not outside else None
         if a.ran is None:
             d.sentences.append(
                 f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
