@@ -521,13 +521,15 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
         ["inplace_saved"], sentences, tensor_name=name, tensor_id=tid, graph=gr,
         path=[p for p in path if gr is not None and p in gr],
         edges=view.highlight_edges(path) if view is not None and path else (), message=message,
-        fix=_inplace_fix(name, modifier, line or " ".join(_INPLACE_KIND.get(n.rstrip("0123456789"), "") for n in above)),
+        fix=_inplace_fix(name, modifier, line or " ".join(_INPLACE_KIND.get(n.rstrip("0123456789"), "") for n in above),
+                         update=modifier is not None and modifier.region is not None and tid is not None
+                         and view is not None and view.t(tid).is_leaf and view.t(tid).requires_grad),
         op=savers[0].label if savers else None, line=line, lineno=lineno,
         cause=modifier.id if modifier is not None else (savers[0].id if savers else None),
     )
 
 
-def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None) -> str:
+def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None, *, update: bool = False) -> str:
     # (an unknown tensor is never called x: the program may have an x that is another tensor)
     x = name or "that tensor"
     text = (modifier.forward if modifier is not None else "") + " " + (line or "")
@@ -535,6 +537,13 @@ def _inplace_fix(name: str | None, modifier: OpNode | None, line: str | None) ->
     if "inplace=True" in text or (modifier is not None and (modifier.forward or "").rstrip("_") in activations):
         return (f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu({name})) so that the saved {x} keeps its values."
                 if name else f"Use the out-of-place form (nn.ReLU(inplace=False), torch.relu(...)) so that {x} keeps its values.")
+    step = re.search(r"([A-Za-z_][\w.]*)\.step\(", line or "")
+    if step or update:  # (an optimizer's update of a leaf under no_grad, not the user's own arithmetic: the order is what to change)
+        by = f"{step.group(1)}.step()" if step else "an update under no_grad (an optimizer step)"
+        return (f"{x} was changed by {by}: call backward on every loss that needs its old values before that update, or "
+                f"recompute the forward after it (a graph built before an update cannot be used after it); if the graph "
+                f"reaches an earlier iteration through a carried state (a hidden state kept between steps), detach that "
+                f"state once per iteration.")
     if "+=" in text or "add_" in text or "-=" in text or "*=" in text or "mul_" in text:
         return (f"Write {x} = {x} + ... (a new tensor) instead of changing {x} in place, or clone() it first." if name else
                 "Compute a new tensor (an out-of-place +, - or *) instead of changing that tensor in place (+=, add_), or "

@@ -136,6 +136,7 @@ class ParameterChange:
         self.optimizers = optimizers  # (name, optimizer, has state for the parameter)
         self.steps = steps  # (line, text) of "<optimizer>.step()" before the failing line
         self.others: list[str] = []  # other parameters that fit the message as well (each stepped too)
+        self.fresh: list[Any] = []  # nodes of the same graph that saved it at its current version (a later forward)
 
 
 def modified_parameter(ctx: Context, shape: tuple, dtype: str, ver: int, producer: str | None = None) -> ParameterChange | None:
@@ -183,7 +184,59 @@ def modified_parameter(ctx: Context, shape: tuple, dtype: str, ver: int, produce
     steps = step_lines(ctx, [o[0] for o in optimizers]) if optimizers else []
     change = ParameterChange(p, name_of(p), optimizers, steps, [fn for leaf, fn in nodes if leaf is p])
     change.others = [name_of(q) or f"a parameter of shape {list(q.shape)}" for q in found[1:]]
+    change.fresh = _saved_now(ctx, p, change.nodes)
     return change
+
+
+def _saved_now(ctx: Context, p: torch.Tensor, stale: list) -> list:
+    """The nodes of the failed backward's graph that saved ``p`` (near it, as its view) and read
+    fine: a forward after the in-place change used it, so the graph holds two forward passes."""
+    stack, seen, out = [t.grad_fn for t in ctx.root if t.grad_fn is not None], set(), []
+    stale_ids = {id(fn) for fn in stale}
+    while stack and len(seen) < 100_000:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if id(fn) not in stale_ids and type(fn).__name__ != "AccumulateGrad" and any(leaf is p for leaf in _leaves_near(fn)):
+            entries = read_saved(fn)[0]
+            if entries and all(e.state is not MODIFIED for e in entries) and any(e.summary is not None for e in entries):
+                out.append(fn)
+        stack.extend(c for c, _ in fn.next_functions if c is not None)
+    return out
+
+
+def _carrier(ctx: Context, stale: list) -> str | None:
+    """``net.lstm.hidden_state``: a tensor a module of the frames keeps as an attribute whose graph
+    reaches one of the ``stale`` nodes (an earlier iteration's), the state carried between calls."""
+    goals = {id(fn): fn for fn in stale}
+    for mname, m in ctx.objects(object):
+        if not isinstance(m, torch.nn.Module):
+            continue
+        for sub, mod in list(m.named_modules())[:256]:
+            for attr, t in list(vars(mod).items())[:64]:
+                if attr.startswith("__") or not isinstance(t, torch.Tensor) or isinstance(t, torch.nn.Parameter):
+                    continue
+                try:
+                    fn = t.grad_fn
+                except RuntimeError:
+                    continue
+                if fn is not None and (id(fn) in goals or _reaches(fn, goals)):
+                    return as_code(".".join(x for x in (mname, sub, attr) if x))
+    return None
+
+
+def _reaches(fn: Any, goals: dict, limit: int = 5_000) -> bool:
+    stack, seen = [fn], set()
+    while stack and len(seen) < limit:
+        f = stack.pop()
+        if id(f) in goals:
+            return True
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        stack.extend(c for c, _ in f.next_functions if c is not None)
+    return False
 
 
 def _leaves_near(fn: Any, depth: int = 3) -> list[torch.Tensor]:
@@ -305,14 +358,32 @@ def stale_parameter(message, gr, ctx: Context, change: ParameterChange, savers: 
         reasons.append("optimizer_step_inplace")
         sentences.append(f"{root}.backward() goes back through the graph built with the old values of {p}, and those "
                          f"values are gone.")
+    carried = None
+    if change.fresh and (stepped or line):
+        # (the same graph also saved it at its current version: the forward after the change ran, and the old node
+        # belongs to an earlier iteration's graph that something carried over still links to)
+        carried = _carrier(ctx, change.nodes) or "a tensor carried over from an earlier iteration (a hidden state, a running value)"
+        reasons.append("carried_state")
+        fresh = ", ".join(dict.fromkeys(type(n).__name__ for n in change.fresh))
+        sentences.append(
+            f"{root}'s graph also holds {fresh} that saved {p} at its current version: the forward after that change did "
+            f"use the new values. The node that saved version {exp} belongs to an earlier iteration's graph, which {root} "
+            f"still reaches through {carried}; that old graph's saved tensors were kept (a backward with "
+            f"retain_graph=True keeps them), so backward finds them out of date instead of freed.")
     downstream = _downstream(ctx, change.nodes, root)
     return Explanation(
         reasons, sentences, tensor_name=change.name, tensor_id=tid, graph=gr, message=message,
         path=[x for x in [tid] + [o.id for o in savers] if x], op=saver.split(", ")[0] if saver else None,
         line=line, lineno=lineno, cause=cause or (savers[0].id if savers else None),
-        fix=parameter_fix(change, root if root != "the output" else "the second loss", saver, stepped, downstream)
-        + (f" The same holds for {', '.join(change.others)}: every step that changes a parameter this backward needs "
-           f"must come after it." if change.others else ""),
+        fix=(parameter_fix(change, root if root != "the output" else "the second loss", saver, stepped, downstream)
+             + (f" The same holds for {', '.join(change.others)}: every step that changes a parameter this backward needs "
+                f"must come after it." if change.others else "")) if carried is None else
+        (f"Detach the carried state once per iteration, after the step ({carried.strip('`')} = "
+         f"{carried.strip('`')}.detach(), or the model's own detach call), so that each backward ends at the current "
+         f"iteration; retain_graph=True is then not needed."
+         if not carried.startswith("a tensor") else
+         "Detach what is carried from one iteration to the next (a hidden state: h = h.detach()) once per iteration, "
+         "after the step, so that each backward ends at the current iteration; retain_graph=True is then not needed."),
     )
 
 
