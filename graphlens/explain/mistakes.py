@@ -6,6 +6,7 @@ import ast
 import linecache
 import re
 
+import torch
 
 from .context import Context, line_op, short
 from ..names import strip_comment
@@ -52,10 +53,18 @@ def _out_argument(message, match, g, trace, ctx: Context) -> Explanation:
         "a graph for results written into out=, so it refuses." + _line_note(ctx)
     ]
     op, target = line_op(ctx.line)
+    fix = "Drop out= and use the result: c = torch.add(a, b) instead of torch.add(a, b, out=c)."
+    leaf = found[0][1] if found else None
+    if isinstance(leaf, torch.Tensor) and leaf.is_leaf and leaf.requires_grad:
+        # (a leaf that requires grad, a Parameter most often, filled in place: an initialisation, made with gradients off)
+        kind = "a Parameter" if isinstance(leaf, torch.nn.Parameter) else "a leaf that requires grad"
+        sentences.append(f"{name} is {kind}: writing into it is an initialisation (or an update), which autograd must "
+                         f"not record; its result cannot be a plain new tensor either (a module keeps its Parameter).")
+        fix = (f"Fill {name} with gradients off: with torch.no_grad(): {ctx.line or '...'} (the same line inside the block; "
+               f"{name} still requires grad afterwards).")
     return Explanation(
         ["out_argument"], sentences, tensor_name=name or target, graph=g, message=message, line=ctx.line or None,
-        lineno=ctx.lineno, op=op,
-        fix="Drop out= and use the result: c = torch.add(a, b) instead of torch.add(a, b, out=c).",
+        lineno=ctx.lineno, op=op, fix=fix,
     )
 
 
