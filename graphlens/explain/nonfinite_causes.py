@@ -34,6 +34,12 @@ _POLES = {
 }
 
 
+#: What an eps must be in float16 (its smallest subnormal is 6e-8: an eps below half of it rounds to 0).
+_HALF_EPS = (" The input is float16, where an eps below about 3e-8 (1e-8 among them) rounds to 0, so x + eps and "
+             "x.clamp(min=eps) are still 0 there: use an eps float16 holds (1e-4; torch.finfo(torch.float16).tiny is 6.1e-5), "
+             "or take the log in float32 (x.float()).")
+
+
 def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None, out: TensorNode, bad_value: Any) -> Cause:
     """Why the forward op ``op`` made the first non-finite value, at flat position ``at`` of
     its output ``out`` (every input it was given was finite)."""
@@ -120,7 +126,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          f"or make the log-target with F.log_softmax, which is finite, instead of {x}.log().")
         if nums and nums[0] == 0 and name != "log1p":
             return Cause("log_of_zero", f"The {name} of 0 is -inf.",
-                         f"Keep the input away from 0: torch.{name}({x}.clamp(min=eps)) or torch.{name}({x} + eps).")
+                         f"Keep the input away from 0: torch.{name}({x}.clamp(min=eps)) or torch.{name}({x} + eps)."
+                         + (_HALF_EPS if inputs and g.node(inputs[0]).dtype == "float16" else ""))
         if nums and nums[0] < (-1 if name == "log1p" else 0):
             return Cause("invalid_domain", f"The {name} of a negative number ({format_number(nums[0], 6)}) is NaN.",
                          f"Find out why {x} is negative there; clamp it first, or take the log of its absolute value "
