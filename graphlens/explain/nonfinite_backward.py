@@ -280,8 +280,22 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
               f"that value, but its gradient still passes through it{_summed(g, first.op)}).")
         e = _forward_answer(g, links, t, links.label(t.id), steps)
         rest = list(e.sentences) if e is not None else []
+        fix = e.fix if e is not None else None
+        ins = links.forward_inputs(first.op)
+        if first.name.startswith("DivBackward") and len(ins) > 1 and ins[0] == t.id and not bad(g.node(ins[1]).value):
+            # (the non-finite value is the numerator: the divisor's gradient is -grad * a / b**2, NaN where grad is 0)
+            b = links.label(ins[1])
+            rest.append(f"{who} reaches the divisor {b}: for it, {first.name} computes −grad · a / {b}², and where a is "
+                        f"{kind(_at(t.value)[1])} and the gradient that arrived is 0 (what a loss sends a masked position, "
+                        f"cross_entropy's included), that is 0 × inf = NaN.")
+            head = g.node(ins[1]).value.head if g.node(ins[1]).value is not None else None
+            small = bool(head) and all(type(v) is float and 0 < abs(v) < 1 for v in head)
+            fix = (f"Divide before masking: divide by {b} first and put the mask on the quotient, so that no infinite value "
+                   f"is ever divided by {b}" + ("; a large finite fill instead of -inf (torch.finfo(x.dtype).min) does not "
+                   f"help here: divided by {b}, below 1, it overflows back to -inf." if small else
+                   "; or fill with a large finite value whose quotient stays finite (-1e4, not torch.finfo(x.dtype).min)."))
         return Explanation(["nonfinite_backward"] + [c for c in (e.reasons if e else ()) if c != "nonfinite_forward"],
-                           [s1] + rest, fix=e.fix if e is not None else None, op=e.op if e else o["op"],
+                           [s1] + rest, fix=fix, op=e.op if e else o["op"],
                            line=e.line if e else o["line"], lineno=e.lineno if e else o["lineno"],
                            cause=e.cause if e else first.op, path=(first.op,) + tuple(e.path if e else ()), **common)
     s1 = (f"{grad_of} is not finite, though {loss} was finite. The first non-finite gradient came from {o['what']}"
