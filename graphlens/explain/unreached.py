@@ -76,6 +76,25 @@ def leaf_root(a: Asked, d: Draft):
         f"torch.tensor(...) on the way) and drop the requires_grad=True: a loss that has a graph needs no flag, and one "
         f"that has none is not given one by the flag."
     )
+    live = view.g.tensor(r)
+    if live is not None and _inference(live):
+        d.reasons.append("created_in_no_grad")
+        d.sentences.append(
+            f"{rname} is an inference tensor: it was computed under torch.inference_mode() (a with block, or a "
+            f"@torch.inference_mode() decorator on the function that computed it), which records no graph at all; "
+            f"setting requires_grad on the result cannot bring one back."
+        )
+        d.fix = (
+            f"Compute {rname} outside torch.inference_mode(): remove the decorator or the with block around the code that "
+            f"trains (use torch.no_grad() only around the parts that need no gradient), then drop requires_grad_(True)."
+        )
+
+
+def _inference(t) -> bool:
+    try:
+        return bool(t.is_inference())
+    except Exception:  # noqa: BLE001 - a subclass or wrapper that cannot say
+        return False
 
 
 def not_reached(a: Asked, d: Draft) -> None:
