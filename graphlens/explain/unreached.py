@@ -16,6 +16,23 @@ _FIXED_BY_KIND = (
 )
 
 
+def _rewrapped(view, sinks: list[str], roots: list[str]) -> tuple[str, str] | None:
+    """``(sink, leaf)``: a leaf that requires grad, reached from the roots, recorded after ``sink``
+    and holding exactly its value (shape, first values, min and max): the sink's value made a new leaf."""
+    reached = set(view.bfs(roots, None)[0]) if roots else set()
+    for s in sinks:
+        rec = view.t(s).value
+        if rec is None or not rec.head:
+            continue
+        n = int(s[1:])
+        for t in view.g.tensors:
+            if (int(t.id[1:]) > n and t.is_leaf and t.requires_grad and t.id in reached and t.value is not None
+                    and t.value.shape == rec.shape and same_head(t.value.head, rec.head) and t.value.min == rec.min
+                    and t.value.max == rec.max):
+                return s, t.id
+    return None
+
+
 def _twin(view, r: str) -> str | None:
     """A tensor recorded before the leaf root ``r`` that holds exactly its value (shape, first
     values, min and max): the value the root was made from."""
@@ -152,6 +169,22 @@ def not_reached(a: Asked, d: Draft) -> None:
         d.root_cut = True
     elif a.node is not None and view.forward_sinks(tid) and a.traced:
         others = [s for s in view.forward_sinks(tid) if s not in a.roots and view.t(s).requires_grad]
+        wrapped = _rewrapped(view, others, a.roots) if others else None
+        if wrapped is not None:
+            sink, leaf = wrapped
+            d.reasons.append("rewrapped_as_leaf")
+            d.facts.extend(((leaf, "is_leaf", True), (leaf, "requires_grad", True)))
+            d.sentences.append(
+                f"{who} is used only by {view.label(sink)}, whose value {root_name} uses as {view.label(leaf)}: a leaf that "
+                f"holds exactly that value but has no history (made from it by nn.Parameter(...), torch.tensor(...) or a "
+                f"copy), so the gradient stops at {view.label(leaf)}.")
+            d.fix = (f"Use {view.label(sink)} itself where {view.label(leaf)} is used (a weight computed by another network "
+                     f"is a plain tensor passed to a functional call, e.g. F.linear(x, w), not an nn.Parameter assigned to "
+                     f"a module); wrapping it in nn.Parameter makes a new leaf each time.")
+            fpath = view.forward_bfs(tid, {sink})
+            d.path, d.edges = fpath + [leaf], view.highlight_edges(fpath)
+            d.root_cut = True  # (the fix above)
+            others = []
         if others:
             d.reasons.append("feeds_other_root")
             d.sentences.append(f"{who} is used only by {', '.join(view.label(s) for s in others)}, not by {root_name}.")
