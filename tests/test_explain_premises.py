@@ -169,6 +169,7 @@ _CALLS = {  # how to call each op of NONDIFFERENTIABLE on a float tensor
     "histc": lambda x: torch.histc(x, bins=3), "full_like": lambda x: torch.full_like(x, 2.0),
     "randint_like": lambda x: torch.randint_like(x, 5), "new_zeros": lambda x: x.new_zeros(2),
     "new_ones": lambda x: x.new_ones(2), "new_empty": lambda x: x.new_empty(2), "new_full": lambda x: x.new_full((2,), 1.0),
+    "_values": lambda x: x.to_sparse()._values(),  # (the sparse tensor requires grad: its raw values have no history)
 }
 
 

@@ -509,8 +509,21 @@ def _frozen(view: PathView, tid: str, seen: set[str]) -> Cut | None:
 
 
 def traced_cut_between(view: PathView, tid: str, roots: list[str]) -> Cut | None:
-    """Where the forward path from tensor ``tid`` to a root stops carrying the gradient."""
-    fpath = view.forward_bfs(tid, set(roots))
+    """Where the forward path from tensor ``tid`` to a root stops carrying the gradient.  An
+    integer result (indices, a mask) on the way is the cut only when no other path leads to the
+    root: where another one does, the values went that way and its cut is told (a sparse
+    tensor's ``_indices()`` beside its ``_values()``)."""
+    cut = _cut_on(view, tid, roots, view.forward_bfs(tid, set(roots)))
+    if cut is not None and cut.kind == "cut_by_integer_op" and cut.path:
+        op = next((p for p in cut.path if p.startswith("op") and view.o(p).forward == cut.op), None)
+        other = view.forward_bfs(tid, set(roots), {op}) if op is not None else []
+        alt = _cut_on(view, tid, roots, other) if other else None
+        if alt is not None and alt.kind != "cut_by_integer_op":
+            return alt
+    return cut
+
+
+def _cut_on(view: PathView, tid: str, roots: list[str], fpath: list[str]) -> Cut | None:
     if fpath:
         for a, b in zip(fpath, fpath[1:]):
             if a.startswith("t") and b.startswith("t"):  # a detach edge
@@ -562,6 +575,9 @@ def cut_fix(cut, root: str | None) -> str:
                 f"exp(-(x - center)**2 / (2 * sigma**2)) to every bin, or a triangular kernel relu(1 - |x - center| / width)), "
                 f"and keep torch.{cut.op} for reporting."
             )
+        if cut.op == "_values":
+            return (f"Read the values with their history: x.coalesce().values() instead of x._values() (values() is "
+                    f"differentiable; _values() is a raw accessor, like .data), so that {loss} reaches what they were computed from.")
         return f"Compute {loss} from the tensor itself, not from {cut.op}(...): {cut.op} makes a tensor without history."
     if cut.kind == "requires_grad_set_late":
         who = cut.tensor if cut.tensor and cut.tensor.isidentifier() else None

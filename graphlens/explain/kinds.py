@@ -39,6 +39,7 @@ NONDIFFERENTIABLE = {
     "rand_like": "new random numbers of the input's shape", "randn_like": "new random numbers of the input's shape",
     "randint_like": "new random numbers of the input's shape", "new_zeros": "a new tensor", "new_ones": "a new tensor",
     "new_empty": "a new tensor", "new_full": "a new tensor",
+    "_values": "the stored values of a sparse tensor, read without their history, as .data reads a dense one",
 }
 #: Backward nodes (without their trailing number) whose derivative is zero almost everywhere.
 ZERO_DERIVATIVE = {"RoundBackward", "FloorBackward", "CeilBackward", "SignBackward", "SgnBackward", "TruncBackward"}

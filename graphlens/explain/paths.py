@@ -92,9 +92,10 @@ class PathView:
             path.reverse()
         return parents, path
 
-    def forward_bfs(self, start: str, goals: set[str]) -> list[str]:
-        """A forward path (input, output and detach edges) from ``start`` to one of ``goals``."""
-        parents: dict[str, str | None] = {start: None}
+    def forward_bfs(self, start: str, goals: set[str], avoid: frozenset | set = frozenset()) -> list[str]:
+        """A forward path (input, output and detach edges) from ``start`` to one of ``goals``,
+        through none of the nodes of ``avoid``."""
+        parents: dict[str, str | None] = {start: None, **dict.fromkeys(avoid)}
         queue = deque([start])
         hit = None
         while queue:
