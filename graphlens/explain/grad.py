@@ -18,7 +18,7 @@ from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
-from .modules import frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_owner
+from .modules import attribute_path, frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_owner
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
 from .norequire import frozen_with_grad, not_required
@@ -79,8 +79,7 @@ def explain(
         raise TypeError(f"optimizer must be a torch.optim.Optimizer (the one that updates the tensor), not {type(optimizer).__name__}")
     precision = check_count("precision", precision, minimum=1)
     frame = user_frame(1)
-    if optimizer is None and isinstance(tensor, torch.Tensor):  # (a parameter: the caller's optimizer)
-        optimizer = frame_optimizer(frame, tensor)
+    optimizer = frame_optimizer(frame, tensor) if optimizer is None and isinstance(tensor, torch.Tensor) else optimizer  # (the caller's)
     try:
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
             if isinstance(root, (Trace, Graph)):
@@ -379,6 +378,7 @@ def _explain_live(
             guessed = bool(roots)
         hints: dict[str, Any] = {"guessed_root": guessed, "unrecorded": unrecorded}
         hints["stale_optimizer"] = stale_hint(tensor, optimizer, frame)
+        hints["attribute"] = attribute_path(tensor, frame_modules(frame)) if frame is not None and not tensor.requires_grad else None
         extra: list[torch.Tensor] = []
         reach = bool(roots) and reaches([r.grad_fn for r in roots], tensor)
         if roots and not reach and tensor.requires_grad:

@@ -9,7 +9,7 @@ import torch
 
 from ..names import _CO_OPTIMIZED, frame_objects_where
 
-__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "unregistered_owner", "tied_names"]
+__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "attribute_path", "unregistered_owner", "tied_names"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -95,6 +95,21 @@ def stale_in_optimizer(tensor: torch.Tensor, optimizer: torch.optim.Optimizer, m
             owners.append(name)
     stale = [p for group in optimizer.param_groups for p in group["params"] if id(p) not in known]
     return (owners[0], len(stale)) if owners and stale else None
+
+
+def attribute_path(tensor, modules) -> str | None:
+    """``model.layers.0.alpha``: where a module among the caller's variables keeps ``tensor`` as a
+    plain attribute (not a registered Parameter or buffer), whatever name the caller uses for it."""
+    for name, mod in modules:
+        try:
+            subs = list(mod.named_modules())[:512]
+        except Exception:  # noqa: BLE001 - a module that cannot list its submodules says nothing
+            continue
+        for sub, m in subs:
+            for attr, value in list(vars(m).items())[:_MAX_ATTRS]:
+                if value is tensor and not attr.startswith("_"):
+                    return ".".join(x for x in (name, sub, attr) if x)
+    return None
 
 
 def stale_hint(live, optimizer, frame: FrameType | None) -> tuple[str, int] | None:

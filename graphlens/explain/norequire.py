@@ -139,11 +139,12 @@ def not_required(a: Asked, d: Draft) -> None:
             f"integer results or .item()/torch.tensor(...) in between); switching requires_grad on for {name} itself "
             f"would only make a new leaf with no link to them. graphlens.trace() shows where the link is lost."
         )
-        owner, _, attr = name.rpartition(".")
+        owner, _, attr = (name if "." in name else a.hints.get("attribute") or name).rpartition(".")
         if owner and attr.isidentifier() and type(a.live) is torch.Tensor:  # (a plain tensor kept on an object)
             opt = a.optimizer is not None and not in_optimizer(a.optimizer, a.live, a.node)
             d.sentences.append(
-                f"{name} is a plain tensor attribute, not an nn.Parameter: a module does not list it in its parameters(), "
+                (f"{name} is {owner}.{attr}, " if f"{owner}.{attr}" != name else f"{name} is ")
+                + f"a plain tensor attribute, not an nn.Parameter: a module does not list it in its parameters(), "
                 f"so an optimizer built from them never updates it{' (it is not among the optimizer' + chr(39) + 's parameters)' if opt else ''}."
             )
             d.fix = (
