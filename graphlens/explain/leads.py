@@ -141,11 +141,34 @@ def code_cut(
     if (frame is None and filename is None) or root is None or lineno is None or not root.isidentifier():
         return None
     found = _code_cut(frame, lineno, root, live, filename, depth, through)
+    if found is not None and not found.known and live and _made_from_what_reaches(found, live, root):
+        found = None  # (b_gt = ones_like(b) beside b in the loss: the values go through b, the lead is no cut)
     if found is None and depth == 0:
         found = _grad_disabled(root)
     if found is None and depth == 0 and live and frozen:
         found = _all_frozen(root, live)
     return found
+
+
+def _made_from_what_reaches(cut: Cut, live: dict, root: str) -> bool:
+    """Whether the variable a code lead blames was made from a tensor the live root's graph reaches
+    anyway (``b_gt = torch.ones_like(b)`` while the loss also uses ``b``): the values flow through
+    that tensor, so the call that made the blamed variable is no cut on the way."""
+    from .live import reaches
+
+    top = live.get(root)
+    if not isinstance(top, torch.Tensor) or top.grad_fn is None or not cut.code:
+        return False
+    try:
+        tree = ast.parse(cut.code.strip())
+    except SyntaxError:
+        return False
+    names = {n.id for c in ast.walk(tree) if isinstance(c, ast.Call) for a in c.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+    for n in names - {cut.tensor, root}:
+        t = live.get(n)
+        if isinstance(t, torch.Tensor) and t.grad_fn is not None and reaches([top.grad_fn], t):
+            return True
+    return False
 
 
 def _grad_disabled(root: str) -> Cut | None:
