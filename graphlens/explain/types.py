@@ -36,6 +36,8 @@ GRAD_REASONS: dict[str, str] = {
     "cut_by_detach": "a detach() between the tensor and the root cuts the gradient path",
     "cut_by_no_grad": "an operation run inside torch.no_grad() between the tensor and the root cuts the path",
     "feeds_other_root": "the tensor only feeds another output (another loss or branch), not this root",
+    "through_checkpoint": "the root's graph goes through a reentrant checkpoint, whose backward builds the graph it "
+                          "goes through only then: whether it reaches the tensor cannot be read beforehand",
     "rewrapped_as_leaf": "a value computed from the tensor was wrapped into a new leaf (nn.Parameter(x), torch.tensor(x)), "
                          "which has no history: the root uses that leaf, not what it was computed from",
     "not_in_optimizer": "the given optimizer does not hold the tensor, so its step() never updates it",

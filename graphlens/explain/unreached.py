@@ -117,6 +117,17 @@ def _inference(t) -> bool:
 def not_reached(a: Asked, d: Draft) -> None:
     """The root's backward graph does not reach the tensor: say what cut it off, when known."""
     view, g, tid, name, who, root_name = a.view, a.view.g, a.tid, a.name, a.who, a.root_name
+    if not a.traced and any((o.name or "").startswith("CheckpointFunctionBackward") for o in g.ops):
+        # (a reentrant checkpoint's backward recomputes its function: what that reaches is in no graph to read)
+        d.reasons.append("through_checkpoint")
+        d.sentences.append(
+            f"{root_name}'s graph goes through the reentrant torch.utils.checkpoint (CheckpointFunctionBackward): its "
+            f"backward runs the checkpointed function again and backpropagates through that new graph, which does not "
+            f"exist yet, so whether {root_name} reaches {who} through it cannot be read from the graph"
+            + (f" ({a.grad_of} is set now: some backward reached it)." if a.has_grad else "."))
+        d.fix = ("Ask with a trace (with graphlens.trace() as tr: ... then graphlens.explain(..., tr)); with "
+                 "use_reentrant=False the checkpointed part is in the graph and can be read.")
+        return
     base = len(d.reasons)
     d.reasons.append("not_reachable")
     d.fact(tid, "reached", False)
