@@ -19,6 +19,7 @@ from ..graph import FREED, Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
     origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer, \
     diverged as _diverged
+from .nonfinite_links import hidden_by_exp
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
@@ -167,6 +168,17 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         return _without_maker(g, links, node, first, head, intro, steps, common, kept)
     op = g.node(maker)
     fwd = op.forward or op.name or maker
+    hidden = hidden_by_exp(g, links, maker) if base(fwd) in ("log", "log2", "log10") else None
+    if hidden is not None:  # (log of a sum of exps of -inf: the -inf came first, exp(-inf) = 0 only hid it)
+        inner = _forward_answer(g, links, hidden, links.label(hidden.id), steps)
+        if inner is not None:
+            s0 = (f"{head} because {links.label(first.id)}{index(first.shape, at)} is {kind(bad_value)}, made by {fwd}"
+                  f"{_where(op.line, op.code)} of a sum of exps that was 0: the exps there received -inf, not finite numbers "
+                  f"far below 0, so the value was already not finite before them (exp(-inf) = 0 only hid it on the way).")
+            return Explanation(list(inner.reasons), [s0, *inner.sentences], fix=inner.fix,
+                               path=tuple(inner.path) + _path(links, first.id, node.id), op=inner.op, line=inner.line,
+                               lineno=inner.lineno, cause=inner.cause, facts=inner.facts, tensor_name=asked, tensor_id=asked_id,
+                               graph=g)
     if op.forward is None and steps and not links.forward_inputs(maker):  # (a gradient made with create_graph=True)
         s0 = (head if first.id == node.id else f"{head}, and the first non-finite value {who} was computed from was {what} at {fname}{pos}"
               if grad_of is not None else f"{head} because the first non-finite value it was computed from was {what} at {fname}{pos}")

@@ -11,7 +11,7 @@ from ..values import Summary, format_number
 
 __all__ = [
     "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit", "trained", "live_as_recorded",
-    "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF",
+    "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF", "hidden_by_exp",
 ]
 
 
@@ -335,3 +335,16 @@ def trained(g: Graph, links: Links, op: str | None = None) -> bool:
 def named_like(label: str) -> bool:
     """Whether an answer's label for a tensor is a name a fix can use in code (not ``log's result``, ``t7``)."""
     return label.replace(".", "_").isidentifier() and not (label[:1] == "t" and label[1:].isdigit())
+
+
+def hidden_by_exp(g: Graph, links: Links, log_op: str) -> TensorNode | None:
+    """The input of the exps under ``log(sum(exp(x)))`` when it holds -inf (their 0 was no underflow)."""
+    ins = links.forward_inputs(log_op)
+    if not ins or links.made_by(ins[0]) not in ("sum", "mean") or links.maker.get(ins[0]) is None:
+        return None
+    for t in links.forward_inputs(links.maker[ins[0]]):
+        if links.made_by(t) == "exp" and links.maker.get(t) is not None:
+            x = links.forward_inputs(links.maker[t])
+            if x and bad(g.node(x[0]).value) and links.tainted_at(x[0], g.node(x[0]).value.nonfinite_at):
+                return g.node(x[0])
+    return None
