@@ -214,6 +214,33 @@ def _cached_in_module(ctx: Context, fns: dict) -> str | None:
     return None
 
 
+def _held(ctx: Context, var: str) -> list:
+    """What the variable ``var`` holds in the raising and the asking frames (locals, then globals)."""
+    from ..names import frame_objects_where
+
+    out = []
+    for frame in (ctx.frame, ctx.caller):
+        if frame is not None:
+            out += [o for n, o in frame_objects_where(frame, lambda v: True) if n == var]
+    return out
+
+
+def _not_tensor(ctx: Context, var: str) -> bool:
+    return any(not isinstance(o, torch.Tensor) for o in _held(ctx, var))
+
+
+def _graph_attribute(ctx: Context, var: str) -> str | None:
+    """``dataset.feat``: the tensor with a graph that the object ``var`` of the frames keeps as an
+    attribute (None when ``var`` is a tensor itself, or keeps none)."""
+    for obj in _held(ctx, var):
+        if isinstance(obj, torch.Tensor):
+            continue
+        for attr, t in list(getattr(obj, "__dict__", {}).items())[:64]:
+            if isinstance(t, torch.Tensor) and not attr.startswith("_") and t.grad_fn is not None:
+                return f"{var}.{attr}"
+    return None
+
+
 def _depth_to(fn: Any, goals: dict, limit: int = 24) -> int | None:
     """Steps from node ``fn`` down ``next_functions`` to a node of ``goals`` (by id), within
     ``limit``: a tensor outside the failing graph (a hidden state returned beside the
@@ -326,7 +353,9 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                     f"{name} links to the graph made at line {line} ({code}), which ran once, before the earlier "
                     f"backward: that backward freed it, and every later step's loss, through {name}, goes back into it."
                 )
-                held = f"{lhs} = {lhs}.detach()" if lhs else f"{name} = {name}.detach()"
+                inner = _graph_attribute(ctx, lhs) if lhs else None  # (an object, a dataset: the tensor it keeps)
+                held = (f"{inner} = {inner}.detach()" if inner else f"{lhs} = {lhs}.detach()" if lhs and not _not_tensor(ctx, lhs)
+                        else f"{name} = {name}.detach()")
                 fix = (
                     f"Make that tensor without a graph where it is made once (under torch.no_grad(), or {held} right "
                     f"after it), or compute it inside the loop, for each step, if its parameters should learn."
