@@ -264,10 +264,48 @@ def _nonscalar(message, match, g, trace, ctx) -> Explanation:
     else:
         fix = ("Reduce the output to a scalar first (call .sum() or .mean() on it before .backward()), or pass the "
                "gradient yourself: .backward(torch.ones_like(...)) with the output's shape.")
+    pairs = _all_pairs_index(root) if root is not None and not grad_call else None
+    if pairs is not None:  # (x[:, target] of a batch: every row with every label, not each row with its own)
+        n, m = pairs
+        sentences.insert(1,
+            f"Its graph indexes a [{n}, {m}] tensor as x[:, idx] with {n} indices, one per row of the batch: that picks, "
+            f"for every row, the column of every index, a [{n}, {n}] block of all (row, index) pairs, not each row's own "
+            f"entry (a per-sample loss picked with the batch's labels, say).")
+        fix = (f"To take each row's own entry, index rows and columns together: x[torch.arange({n}), idx] or "
+               f"x.gather(1, idx[:, None]), then reduce (.mean()); .mean() of the [{n}, {n}] block would also run, but "
+               f"average every row with every other row's index.")
     return Explanation(
         ["nonscalar_backward"], sentences, tensor_name=name, tensor_id=tid, graph=g2, path=[tid] if tid else (), message=message,
         line=ctx.line or None, lineno=ctx.lineno, fix=fix,
     )
+
+
+def _all_pairs_index(root, depth: int = 12) -> tuple[int, int] | None:
+    """``(n, m)`` when ``root``'s graph, within ``depth`` nodes, indexes an [n, m] tensor as ``x[:, idx]``
+    with a 1-d ``idx`` of n integers (one per row) and ``root`` has two sizes n: the all-pairs block."""
+    if root.dim() < 2 or sum(1 for s in root.shape if s == root.shape[0]) < 2:
+        return None
+    frontier, seen = [root.grad_fn], set()
+    for _ in range(depth):
+        nxt = []
+        for fn in frontier:
+            if fn is None or id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            if type(fn).__name__ == "IndexBackward0":
+                try:  # (never through a slot a saved-tensor hook packed: reading it would run the user's unpack hook)
+                    raw = fn._raw_saved_indices
+                    if any(getattr(r, "unpack_hook", None) is not None for r in (raw if isinstance(raw, (list, tuple)) else (raw,))):
+                        raise LookupError
+                    idx, sizes = fn._saved_indices, tuple(fn._saved_self_sym_sizes)
+                except Exception:  # noqa: BLE001 - freed or hidden: nothing to read
+                    idx, sizes = (), ()
+                if (len(idx) == 2 and idx[0] is None and isinstance(idx[1], torch.Tensor) and idx[1].dim() == 1
+                        and len(sizes) == 2 and idx[1].numel() == sizes[0] == root.shape[0] and not idx[1].is_floating_point()):
+                    return int(sizes[0]), int(sizes[1])
+            nxt.extend(c for c, _ in fn.next_functions)
+        frontier = nxt
+    return None
 
 
 def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
