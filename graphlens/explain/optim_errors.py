@@ -300,6 +300,8 @@ def stale_parameter(message, gr, ctx: Context, change: ParameterChange, savers: 
     else the optimizers holding it and the code's ``opt.step()`` lines), and the fix of the order."""
     p = change.name or f"a parameter of shape {list(change.param.shape)}"
     view = PathView(gr) if gr is not None else None
+    near = {type(n).__name__ for n in change.nodes}  # (a node whose saved tensor of unknown shape was modified too, a
+    savers = [o for o in savers if o.name in near] or savers  # stepped BatchNorm weight, did not save this parameter)
     saver = ", ".join(dict.fromkeys([o.label for o in savers] or [type(n).__name__ for n in change.nodes])) or None
     as_view = f" (as its transpose, {p}.t())" if tuple(change.param.shape) != shape else ""
     root = root_label(gr, ctx)
