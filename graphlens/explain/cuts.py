@@ -303,8 +303,11 @@ def traced_cut(view: PathView, tid: str, origins: dict | None = None) -> Cut | N
         if t.detached_from is not None:
             src = view.t(t.detached_from)
             if src.requires_grad:
-                text = f"{view.label(node)} = {view.label(src.id)}.detach() cuts the gradient path: a new leaf that does not require grad."
-                return Cut("cut_by_detach", "detach", node, view.label(node), None, None, text, tuple([src.id] + path[::-1]),
+                how = "data" if t.made_by == "data" else "detach"  # (what the trace saw: .data or .detach())
+                text = (f"{view.label(node)} = {view.label(src.id)}{'.data' if how == 'data' else '.detach()'}"
+                        f"{' at ' + _where(t.line, t.code) if t.line and '.' + how in (t.code or '') else ''} cuts the gradient path: "
+                        f"a new leaf that does not require grad.")
+                return Cut("cut_by_detach", how, node, view.label(node), t.line, t.code, text, tuple([src.id] + path[::-1]),
                            facts=(_fact(view, src.id, "requires_grad"), _fact(view, node, "requires_grad")))
             nxt = [src.id]
         elif t.op is not None:
@@ -527,11 +530,14 @@ def _cut_on(view: PathView, tid: str, roots: list[str], fpath: list[str]) -> Cut
     if fpath:
         for a, b in zip(fpath, fpath[1:]):
             if a.startswith("t") and b.startswith("t"):  # a detach edge
+                tb = view.t(b)
+                how = "data" if tb.made_by == "data" else "detach"
                 text = (
-                    f"On the way, {view.label(b)} = {view.label(a)}.detach() cuts the gradient path: "
+                    f"On the way, {view.label(b)} = {view.label(a)}{'.data' if how == 'data' else '.detach()'}"
+                    f"{' at ' + _where(tb.line, tb.code) if tb.line and '.' + how in (tb.code or '') else ''} cuts the gradient path: "
                     f"{view.label(b)} is a new leaf that does not require grad."
                 )
-                return Cut("cut_by_detach", "detach", b, view.label(b), None, None, text, tuple(fpath))
+                return Cut("cut_by_detach", how, b, view.label(b), tb.line, tb.code, text, tuple(fpath))
             if b.startswith("op"):
                 unwired = _unwired_leaf(view, a, b, fpath)
                 if unwired is not None:
