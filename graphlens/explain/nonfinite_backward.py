@@ -294,7 +294,18 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
                    f"is ever divided by {b}" + ("; a large finite fill instead of -inf (torch.finfo(x.dtype).min) does not "
                    f"help here: divided by {b}, below 1, it overflows back to -inf." if small else
                    "; or fill with a large finite value whose quotient stays finite (-1e4, not torch.finfo(x.dtype).min)."))
-        return Explanation(["nonfinite_backward"] + [c for c in (e.reasons if e else ()) if c != "nonfinite_forward"],
+        codes = ["nonfinite_backward"] + [c for c in (e.reasons if e else ()) if c != "nonfinite_forward"]
+        out_t = next(iter(links.made.get(first.op, {}).values()), None)
+        masks = [c for c in links.consumers.get(out_t, ()) if base(g.node(c).forward) in ("where", "masked_fill")] if out_t else []
+        if masks and fix is (e.fix if e is not None else None):  # (a branch torch.where did not choose there: 0 × NaN)
+            codes.append("where_unchosen_branch")
+            rest.append(f"That value is in a branch torch.{base(g.node(masks[0]).forward)} did not choose there: the loss did "
+                        f"not use it, but backward still sends that branch a gradient of 0, and 0 times a NaN is NaN.")
+            fix = ("Keep every branch finite where it is not chosen: compute each branch on a safe input there "
+                   "(torch.where(mask, f(torch.where(mask, x, safe_value)), other), the double-where pattern, on every "
+                   "branch that can be NaN), or compute each branch only on its own elements (x[mask]); clamping one "
+                   "op's input is not enough while another op of the branch is NaN there too.")
+        return Explanation(codes,
                            [s1] + rest, fix=fix, op=e.op if e else o["op"],
                            line=e.line if e else o["line"], lineno=e.lineno if e else o["lineno"],
                            cause=e.cause if e else first.op, path=(first.op,) + tuple(e.path if e else ()), **common)

@@ -40,6 +40,9 @@ _HALF_EPS = (" The input is float16, where an eps below about 3e-8 (1e-8 among t
              "or take the log in float32 (x.float()).")
 
 
+_ARC = {"arccos": "acos", "arcsin": "asin", "arccosh": "acosh", "arctanh": "atanh"}
+
+
 def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None, out: TensorNode, bad_value: Any) -> Cause:
     """Why the forward op ``op`` made the first non-finite value, at flat position ``at`` of
     its output ``out`` (every input it was given was finite)."""
@@ -191,6 +194,7 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 fix = ("Keep the denominator away from 0: add eps to it, or clamp it (.clamp(min=eps)) before dividing; "
                        "where 0 / 0 should mean 0, divide by 1 where it is 0 (torch.where) and mask the result.")
             return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}.", fix)
+    name = _ARC.get(name, name)  # (torch.arccos is acos: the same function, the same domain)
     if name in ("sqrt", "acos", "asin", "acosh", "atanh") and nums and not inf:
         lo, hi = {"sqrt": (0, None), "acos": (-1, 1), "asin": (-1, 1), "acosh": (1, None), "atanh": (-1, 1)}[name]
         v = nums[0]
