@@ -307,7 +307,9 @@ def traced_cut(view: PathView, tid: str, origins: dict | None = None) -> Cut | N
                 text = (f"{view.label(node)} = {view.label(src.id)}{'.data' if how == 'data' else '.detach()'}"
                         f"{' at ' + _where(t.line, t.code) if t.line and '.' + how in (t.code or '') else ''} cuts the gradient path: "
                         f"a new leaf that does not require grad.")
-                return Cut("cut_by_detach", how, node, view.label(node), t.line, t.code, text, tuple([src.id] + path[::-1]),
+                shown = bool(t.line) and "." + how in (t.code or "")  # (the block's line, where it shows the call)
+                return Cut("cut_by_detach", how, node, view.label(node), t.line if shown else None, t.code if shown else None,
+                           text, tuple([src.id] + path[::-1]),
                            facts=(_fact(view, src.id, "requires_grad"), _fact(view, node, "requires_grad")))
             nxt = [src.id]
         elif t.op is not None:
@@ -537,7 +539,9 @@ def _cut_on(view: PathView, tid: str, roots: list[str], fpath: list[str]) -> Cut
                     f"{' at ' + _where(tb.line, tb.code) if tb.line and '.' + how in (tb.code or '') else ''} cuts the gradient path: "
                     f"{view.label(b)} is a new leaf that does not require grad."
                 )
-                return Cut("cut_by_detach", how, b, view.label(b), tb.line, tb.code, text, tuple(fpath))
+                shown = bool(tb.line) and "." + how in (tb.code or "")
+                return Cut("cut_by_detach", how, b, view.label(b), tb.line if shown else None, tb.code if shown else None, text,
+                           tuple(fpath))
             if b.startswith("op"):
                 unwired = _unwired_leaf(view, a, b, fpath)
                 if unwired is not None:

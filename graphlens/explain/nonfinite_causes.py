@@ -37,7 +37,7 @@ _POLES = {
 #: What an eps must be in float16 (its smallest subnormal is 6e-8: an eps below half of it rounds to 0).
 _HALF_EPS = (" The input is float16, where an eps below about 3e-8 (1e-8 among them) rounds to 0, so x + eps and "
              "x.clamp(min=eps) are still 0 there: use an eps float16 holds (1e-4; torch.finfo(torch.float16).tiny is 6.1e-5), "
-             "or take the log in float32 (x.float()).")
+             "or add it in float32: torch.log(x.float() + 1e-8) (x is already 0 in float16, so x.float() alone is still 0).")
 
 
 _ARC = {"arccos": "acos", "arcsin": "asin", "arccosh": "acosh", "arctanh": "atanh"}

@@ -207,9 +207,11 @@ def _saved_now(ctx: Context, p: torch.Tensor, stale: list) -> list:
 
 
 def _carrier(ctx: Context, stale: list) -> str | None:
-    """``net.lstm.hidden_state``: a tensor a module of the frames keeps as an attribute whose graph
-    reaches one of the ``stale`` nodes (an earlier iteration's), the state carried between calls."""
+    """``net.lstm.hidden_state and net.lstm.cell_state``: the tensors a module of the frames keeps as
+    attributes whose graph reaches one of the ``stale`` nodes (an earlier iteration's), the state
+    carried between calls (every one of them: detaching some leaves the link)."""
     goals = {id(fn): fn for fn in stale}
+    found: list[str] = []
     for mname, m in ctx.objects(object):
         if not isinstance(m, torch.nn.Module):
             continue
@@ -221,9 +223,12 @@ def _carrier(ctx: Context, stale: list) -> str | None:
                     fn = t.grad_fn
                 except RuntimeError:
                     continue
-                if fn is not None and (id(fn) in goals or _reaches(fn, goals)):
-                    return as_code(".".join(x for x in (mname, sub, attr) if x))
-    return None
+                path = ".".join(x for x in (mname, sub, attr) if x)
+                if fn is not None and path not in found and (id(fn) in goals or _reaches(fn, goals)):
+                    found.append(path)
+        if found:
+            break  # (the first module that carries it; its submodules were searched with it)
+    return " and ".join(as_code(q) for q in found) if found else None
 
 
 def _reaches(fn: Any, goals: dict, limit: int = 5_000) -> bool:
@@ -380,9 +385,10 @@ def stale_parameter(message, gr, ctx: Context, change: ParameterChange, savers: 
         fix=(parameter_fix(change, root if root != "the output" else "the second loss", saver, stepped, downstream)
              + (f" The same holds for {', '.join(change.others)}: every step that changes a parameter this backward needs "
                 f"must come after it." if change.others else "")) if carried is None else
-        (f"Detach the carried state once per iteration, after the step ({carried.strip('`')} = "
-         f"{carried.strip('`')}.detach(), or the model's own detach call), so that each backward ends at the current "
-         f"iteration; retain_graph=True is then not needed."
+        ("Detach the carried state once per iteration, after the step ("
+         + "; ".join(f"{c} = {c}.detach()" for c in carried.replace("`", "").split(" and "))
+         + (", every one of them" if " and " in carried else "") + ", or the model's own detach call), so that each "
+         "backward ends at the current iteration; retain_graph=True is then not needed."
          if not carried.startswith("a tensor") else
          "Detach what is carried from one iteration to the next (a hidden state: h = h.detach()) once per iteration, "
          "after the step, so that each backward ends at the current iteration; retain_graph=True is then not needed."),
