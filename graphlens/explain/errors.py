@@ -356,6 +356,13 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
                 sentences.append(f"{name or 'It'} is made at line {at}: {text}")
         else:
             cut = traced_cut(view, tid, trace_origins(view, trace, _files(ctx)))
+    if cut is None and not detail and root is not None and _inference(root):  # (a live fact: made in inference_mode)
+        detail = ["created_in_no_grad"]
+        reasons += detail
+        sentences.append(f"{who} is an inference tensor: it was computed under torch.inference_mode() (a with block, or a "
+                         f"@torch.inference_mode() decorator on the function that computed it), which records no graph at all.")
+        sub_fix = (f"Compute {name or 'it'} outside torch.inference_mode(): remove the decorator or the with block around the "
+                   f"code that trains (use torch.no_grad() only around what needs no gradient).")
     if cut is None and not detail:  # what the graph does not show, the code may: a lead, said as one
         cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
     if cut is None and not detail and g is not None and tid is not None:
@@ -369,7 +376,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         if cut.path and g is not None:
             path = list(cut.path) + [p for p in path if p not in cut.path]
             edges = PathView(g).highlight_edges(path)
-    elif g is None or tid is None:
+    elif (g is None or tid is None) and not detail:
         sentences.append(
             "Either none of the tensors it was computed from required grad, or it was computed inside "
             "torch.no_grad(), or it came from detach(), an integer result (argmax, a comparison, .long()), "
@@ -385,6 +392,13 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         cause=cut.node if cut else (made_at[3] if made_at else None),
         facts=[f for f in facts if g is not None and f[0] in g],
     )
+
+
+def _inference(t: torch.Tensor) -> bool:
+    try:
+        return bool(t.is_inference())
+    except Exception:  # noqa: BLE001 - a subclass or wrapper that cannot say
+        return False
 
 
 def _computed_from(view: PathView, tid: str, facts: list) -> str:

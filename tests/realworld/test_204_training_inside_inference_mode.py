@@ -47,3 +47,24 @@ def test_plain_answer_names_inference_mode_not_the_loss_arithmetic():
     assert w.grad is None and loss.is_inference()
     expect(gl.explain(w, loss), reasons=("leaf_root", "created_in_no_grad"), says=("inference tensor",),
            fix=("inference_mode", "decorator"), never_fix=("Compute loss with torch operations",))
+
+
+def test_the_error_without_the_workaround_names_inference_mode():
+    """Without requires_grad_(True), backward raises; explain_error(err) says the loss is an inference tensor, with the decorator as the fix."""
+
+    class Plain(Predictor):
+        @torch.inference_mode()
+        def predict(self, x, y):
+            loss = nn.functional.mse_loss(self.model(x), y)
+            loss.backward()
+
+    torch.manual_seed(1)
+    x, y = torch.randn(16, 3), torch.randn(16, 1)
+    try:
+        Plain().predict(x, y)
+    except RuntimeError as err:
+        e = gl.explain_error(err)
+    else:
+        raise AssertionError("backward inside inference_mode no longer raises")
+    expect(e, reason="no_grad_fn", reasons=("created_in_no_grad",), says=("inference tensor",), fix=("inference_mode",),
+           never=("Either none of the tensors",))
