@@ -288,9 +288,9 @@ def test_saved_tensor_changed_in_place_is_not_called_freed():
     del z2
 
 
-def _saved_walk(root):
-    """Every node reachable from ``root`` in snapshot's walk order."""
-    seen, order, stack = set(), [], [root.grad_fn]
+def _saved_walk(*roots):
+    """Every node reachable from ``roots`` in snapshot's walk order."""
+    seen, order, stack = set(), [], [r.grad_fn for r in roots]
     while stack:
         fn = stack.pop()
         if fn is None or fn in seen:
@@ -350,19 +350,6 @@ def test_a_module_that_lists_its_own_parameters_is_asked_for_them():
     assert [n for n, _ in _items({"m": m})] == ["m.renamed_weight", "m.renamed_bias"]
 
 
-def _nodes_of(*roots):
-    """Every backward node behind ``roots``, in a fixed walk order."""
-    out, seen, stack = [], set(), [r.grad_fn for r in roots]
-    while stack:
-        fn = stack.pop()
-        if fn is None or fn in seen:
-            continue
-        seen.add(fn)
-        out.append(fn)
-        stack.extend(c for c, _ in reversed(fn.next_functions))
-    return out
-
-
 def test_saved_rows_read_together_equal_entries_read_one_node_at_a_time():
     """The snapshot's column-wise reading of saved attributes gives, node for node, the entries
     and storage numbers of the careful reader of one node at a time: wrapped numbers,
@@ -399,7 +386,7 @@ def test_saved_rows_read_together_equal_entries_read_one_node_at_a_time():
         torch.cat([x * 2, x.exp()], 0)[idx].sum() + torch.stack([x, x]).sin().sum() + (p * x).sum() + p.norm(),
         (x.view(12)[3:7] * 1.5).sum() + x.max() * torch.tensor(2.0), Scale.apply(x, 3.0).sum(), modified.sum(), freed, hooked,
     ]
-    fns = _nodes_of(*roots)
+    fns = _saved_walk(*roots)
 
     def resolve_one(i):  # (a tensor of the graph gets an id naming the node and attribute; a Python number torch wrapped, none)
         return lambda value, name: f"t{i}.{name}" if value.requires_grad else None

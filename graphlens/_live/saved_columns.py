@@ -118,7 +118,7 @@ def _summarise(rows_of: list, at: list, ops: list, shorts: list, values: list, r
     try:
         shapes = list(map(tuple, map(_SHAPE, values)))
     except RuntimeError:  # (a strided nested tensor among them: one by one)
-        shapes = [_shape(v) for v in values]
+        shapes = list(map(shape_of, values))
     if not set(map(type, chain.from_iterable(shapes))) <= _INT:
         shapes = list(map(plain_shape, shapes))
     made = list(zip(shorts, tids, shapes, map(_DTYPE, values), storages))
@@ -154,10 +154,3 @@ def _numbers(values: list) -> list:
                 pass
         out.append(number)
     return out
-
-
-def _shape(value: torch.Tensor) -> tuple:
-    try:
-        return plain_shape(value.shape)
-    except RuntimeError:
-        return shape_of(value)

@@ -16,7 +16,7 @@ from .context import Context, as_code, assignment_line, line_op, on_graph, root_
 from .cuts import code_cut, cut_fix, trace_origins, traced_cut
 from .evidence import unrecorded_sentence
 from .grad import analyse
-from .live import INTEGER_DTYPES, find_live, named_after
+from .live import INTEGER_DTYPES, find_live, is_inference, named_after
 from .hook_errors import (
     backward_hook_inplace, custom_fn_grad_shape, custom_fn_legacy, custom_fn_no_backward, custom_fn_view_inplace,
     hook_changed_gradient, hook_no_requires_grad, hook_wrong_count, inplace_activation,
@@ -356,7 +356,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
                 sentences.append(f"{name or 'It'} is made at line {at}: {text}")
         else:
             cut = traced_cut(view, tid, trace_origins(view, trace, _files(ctx)))
-    if cut is None and not detail and root is not None and _inference(root):  # (a live fact: made in inference_mode)
+    if cut is None and not detail and root is not None and is_inference(root):  # (a live fact: made in inference_mode)
         detail = ["created_in_no_grad"]
         reasons += detail
         sentences.append(f"{who} is an inference tensor: it was computed under torch.inference_mode() (a with block, or a "
@@ -392,13 +392,6 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         cause=cut.node if cut else (made_at[3] if made_at else None),
         facts=[f for f in facts if g is not None and f[0] in g],
     )
-
-
-def _inference(t: torch.Tensor) -> bool:
-    try:
-        return bool(t.is_inference())
-    except Exception:  # noqa: BLE001 - a subclass or wrapper that cannot say
-        return False
 
 
 def _computed_from(view: PathView, tid: str, facts: list) -> str:

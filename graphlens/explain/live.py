@@ -11,7 +11,7 @@ from .._live.safety import KEEP_MIN_NODES, keep_children
 from ..graph import Graph
 from ..snapshot import snapshot
 
-__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for", "named_after"]
+__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for", "named_after", "is_inference"]
 
 #: The dtypes that can never require grad.
 INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -24,6 +24,14 @@ def find_live(g: Graph, t: torch.Tensor) -> str | None:
         if g.tensor(node.id) is t:
             found = node.id  # the latest record of the tensor wins
     return found
+
+
+def is_inference(t: torch.Tensor) -> bool:
+    """Whether ``t`` was made under ``torch.inference_mode()`` (False where a wrapper cannot say)."""
+    try:
+        return bool(t.is_inference())
+    except Exception:  # noqa: BLE001 - a subclass or wrapper that cannot say
+        return False
 
 
 def reaches(starts: list, target: torch.Tensor, *, limit: int = 500_000) -> bool:

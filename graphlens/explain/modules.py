@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 
 from ..names import _CO_OPTIMIZED, frame_objects_where
+from .evidence import in_optimizer
 
 __all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "attribute_path", "unregistered_owner", "tied_names"]
 
@@ -59,10 +60,6 @@ def _is_optimizer(value) -> bool:
     return isinstance(value, torch.optim.Optimizer)
 
 
-def _holds(optimizer: torch.optim.Optimizer, tensor: torch.Tensor) -> bool:
-    return any(p is tensor for group in optimizer.param_groups for p in group["params"])
-
-
 def frame_optimizer(frame: FrameType | None, tensor) -> torch.optim.Optimizer | None:
     """The optimizer of a parameter the caller asks about without ``optimizer=``: among
     the optimizers the caller's variables hold (locals, then globals), the one that holds
@@ -74,7 +71,7 @@ def frame_optimizer(frame: FrameType | None, tensor) -> torch.optim.Optimizer | 
     if frame.f_code.co_flags & _CO_OPTIMIZED:
         found.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and not k.startswith("_") and _is_optimizer(v))
     for _, opt in found:
-        if _holds(opt, tensor):
+        if in_optimizer(opt, tensor, None):
             return opt
     return found[0][1] if found else None
 
@@ -116,7 +113,7 @@ def stale_hint(live, optimizer, frame: FrameType | None) -> tuple[str, int] | No
     """:func:`stale_in_optimizer` for a parameter ``optimizer`` does not hold, read from the caller's frame."""
     from ..names import frame_candidates
 
-    if optimizer is None or frame is None or not isinstance(live, torch.nn.Parameter) or _holds(optimizer, live):
+    if optimizer is None or frame is None or not isinstance(live, torch.nn.Parameter) or in_optimizer(optimizer, live, None):
         return None
     return stale_in_optimizer(live, optimizer, frame_modules(frame), [t for _, t in frame_candidates(frame)])
 

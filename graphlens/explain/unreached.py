@@ -5,6 +5,7 @@ from __future__ import annotations
 from .answer import Asked, Draft
 from .cuts import cut_fix, traced_cut, traced_cut_between
 from .facts import grad_text
+from .live import is_inference
 from ..values import same_head
 
 __all__ = ["not_reached", "leaf_root"]
@@ -94,7 +95,7 @@ def leaf_root(a: Asked, d: Draft):
         f"that has none is not given one by the flag."
     )
     live = view.g.tensor(r)
-    if live is not None and _inference(live):
+    if live is not None and is_inference(live):
         d.reasons.append("created_in_no_grad")
         d.sentences.append(
             f"{rname} is an inference tensor: it was computed under torch.inference_mode() (a with block, or a "
@@ -105,13 +106,6 @@ def leaf_root(a: Asked, d: Draft):
             f"Compute {rname} outside torch.inference_mode(): remove the decorator or the with block around the code that "
             f"trains (use torch.no_grad() only around the parts that need no gradient), then drop requires_grad_(True)."
         )
-
-
-def _inference(t) -> bool:
-    try:
-        return bool(t.is_inference())
-    except Exception:  # noqa: BLE001 - a subclass or wrapper that cannot say
-        return False
 
 
 def not_reached(a: Asked, d: Draft) -> None:
