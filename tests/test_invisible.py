@@ -991,3 +991,42 @@ def test_explain_of_a_stale_retained_view_says_what_it_does_not_read():
     _, before = _stale_retained_view(lambda tr, loss, h0: gl.explain(h0, loss))
     assert before.reasons == ("retained_view_unread",) and before.tensor_name == "h0"
     assert "None now" in str(before) and "version 1" in str(before)
+
+
+def _carried_state_error_beside_a_stale_view(ask):
+    """A module carries its state across steps (backward with retain_graph, then a step) and also
+    keeps a stale retained view as an attribute; ``ask(exc)`` runs on the in-place error, then a
+    backward through the view; returns ``(the view's .grad, what ask returned)``."""
+    torch.manual_seed(0)
+    holder = torch.nn.Module()
+    holder.cell = torch.nn.Linear(2, 2)
+    holder.state = torch.zeros(1, 2)
+    w0 = torch.tensor([1.0], requires_grad=True)
+    h0 = w0[0]
+    d1 = h0.detach()
+    h0.retain_grad()
+    side = h0.tanh().sum()
+    d1.add_(1.0)
+    holder.peek = h0
+    opt = torch.optim.SGD(holder.cell.parameters(), lr=0.1, momentum=0.9)
+    answer = None
+    for _ in range(4):
+        opt.zero_grad()
+        holder.state = holder.cell(holder.state)
+        try:
+            holder.state.pow(2).sum().backward(retain_graph=True)
+        except RuntimeError as exc:
+            answer = ask(exc)
+            break
+        opt.step()
+    side.backward()
+    return h0.grad, answer
+
+
+def test_explaining_a_carried_state_error_leaves_a_module_kept_stale_view_its_grad():
+    """explain_error, looking through a module's attributes for the carried state, does not read the
+    node of a stale retained view the module keeps: the view's .grad is what plain torch gives."""
+    plain, _ = _carried_state_error_beside_a_stale_view(lambda exc: None)
+    got, e = _carried_state_error_beside_a_stale_view(gl.explain_error)
+    assert e is not None and "carried_state" in e.reasons, e
+    assert plain is not None and got is not None and torch.equal(got, plain)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from .._live.facts import dtype_name, read_saved
+from .._live.guard import node_unsafe
 from ..graph import FREED, MODIFIED, OpNode
 from .carried import addend, fed_back, feed_line, in_loop, made_once, ran_in_failing_pass, running_total
 from .context import TENSOR_TYPES, Context, as_code, root_graph, root_label
@@ -204,7 +205,7 @@ def _cached_in_module(ctx: Context, fns: dict) -> str | None:
         if not isinstance(m, torch.nn.Module):
             continue
         for attr, t in list(vars(m).items())[:64]:
-            if attr.startswith("_") and not attr.startswith("__") and isinstance(t, torch.Tensor):
+            if attr.startswith("_") and not attr.startswith("__") and isinstance(t, torch.Tensor) and not node_unsafe(t):
                 try:
                     fn = t.grad_fn
                 except RuntimeError:
@@ -236,7 +237,7 @@ def _graph_attribute(ctx: Context, var: str) -> str | None:
         if isinstance(obj, torch.Tensor):
             continue
         for attr, t in list(getattr(obj, "__dict__", {}).items())[:64]:
-            if isinstance(t, torch.Tensor) and not attr.startswith("_") and t.grad_fn is not None:
+            if isinstance(t, torch.Tensor) and not attr.startswith("_") and not node_unsafe(t) and t.grad_fn is not None:
                 return f"{var}.{attr}"
     return None
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from .._live.facts import dtype_name, read_saved
+from .._live.guard import node_unsafe
 from ..graph import MODIFIED, OpNode
 from .context import Context, as_code, assignment_line, root_label
 from .live import find_live
@@ -217,8 +218,8 @@ def _carrier(ctx: Context, stale: list) -> str | None:
             continue
         for sub, mod in list(m.named_modules())[:256]:
             for attr, t in list(vars(mod).items())[:64]:
-                if attr.startswith("__") or not isinstance(t, torch.Tensor) or isinstance(t, torch.nn.Parameter):
-                    continue
+                if attr.startswith("__") or not isinstance(t, torch.Tensor) or isinstance(t, torch.nn.Parameter) or node_unsafe(t):
+                    continue  # (a retained view changed in place: reading its node would move its retain_grad hook)
                 try:
                     fn = t.grad_fn
                 except RuntimeError:
