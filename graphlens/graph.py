@@ -264,6 +264,19 @@ class Graph:
             self._ops = tuple(self._ops())
         return self._ops
 
+    def _without_saved(self) -> "Graph":
+        """This graph for a use that reads no op's ``saved`` (a picture that draws none):
+        while a snapshot's ops are still to be built, a graph whose ops are built without
+        their saved entries (the snapshot read them already; making their records waits
+        until something shows them), else this graph itself."""
+        bare = getattr(self._ops, "bare", None) if callable(self._ops) else None
+        if bare is None:
+            return self
+        out = Graph(self._tensors, bare, lambda: self.edges, self._roots, source=self._source, refs=self._refs)
+        out._notes = self._notes
+        out._adj = self._adj
+        return out
+
     @property
     def edges(self) -> tuple[Edge, ...]:
         """All edges; filter by ``Edge.kind``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from functools import partial
 from itertools import accumulate, chain, compress
 from operator import itemgetter, not_
 from typing import Any, Mapping
@@ -190,13 +191,20 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
             k += n
         return out
 
-    def build_ops() -> list[OpNode]:
+    def make_ops(entries: bool) -> list[OpNode]:
         # (each OpNode made by tuple.__new__ with every field: the record OpNode(...) makes, faster)
         new, none = tuple.__new__, (None,) * (len(OpNode._fields) - 5)
+        if not (entries and saved_of):
+            return [new(OpNode, (f"op{i}", type_names[cls], None, (), variables.get(i), *none)) for i, cls in enumerate(types)]
         return [
-            new(OpNode, (f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])) if saved_of else (), variables.get(i), *none))
+            new(OpNode, (f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])), variables.get(i), *none))
             for i, cls in enumerate(types)
         ]
+
+    # A picture that shows no saved value draws from ops built without their entries
+    # (Graph._without_saved): the rows above are read now, their records made when shown.
+    build_ops = partial(make_ops, True)
+    build_ops.bare = partial(make_ops, False)  # type: ignore[attr-defined]
 
     def build_edges() -> list[Edge]:
         # (each Edge made by tuple.__new__ with every field: the record Edge(...) makes, faster)

@@ -233,6 +233,28 @@ def test_saved_tensors_on_request():
     assert "saved self: freed" in node_line(to_dot(after, saved=True).source, after.producer(after.find("y3")).id)
 
 
+def test_a_picture_without_saved_values_makes_no_saved_records():
+    """Drawing a snapshot with saved=False (the default) gives the DOT it gives once the ops
+    are built with their saved entries, and leaves those entries unmade until something reads
+    ``g.ops``; they then hold what the snapshot read before backward freed the tensors."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    x = torch.randn(5, 3)
+    y = x
+    for _ in range(300):  # (a chain the picture folds, beside a model the picture boxes)
+        y = y * 1.0001
+    for root, module in ((model(x).pow(2).mean(), model), (y.sum() + model(x).sum(), None)):
+        lazy, built = gl.snapshot(root, module=module), gl.snapshot(root, module=module)
+        built.ops
+        for options in ({}, {"view": "function"}, {"max_nodes": 20}, {"highlight": {"op1"}}, {"depth": 1}):
+            assert to_dot(lazy, **options).source == to_dot(built, **options).source
+        assert callable(lazy._ops), "drawing without saved values made the saved records"
+        root.backward()
+        assert lazy == built and any(op.saved for op in lazy.ops)
+        assert to_dot(lazy, saved=True).source == to_dot(built, saved=True).source
+        assert not any(e.state is gl.graph.FREED for op in lazy.ops for e in op.saved)
+
+
 def test_roots_at_bottom_and_shared_parameters_at_top():
     """Chart 5: both losses share the bottom rank, p1 and p2 (used by both) the top rank."""
     g = charts.chart(5)

@@ -98,6 +98,8 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
                 *, buffers=False, repeats=True):
     """``(graph, nodes, edges, options, notes)``: the checked options and the collapsed scene
     :func:`to_dot` emits (the replay page reads which drawn node stands for which op)."""
+    if saved is False:  # (no saved value drawn: a snapshot's ops are made without their entries)
+        graph = graph._without_saved()
     drawn_notes = resolve_notes(graph, notes)
     hl_nodes, hl_edges = _check_highlight(graph, highlight)
     o = Options(
