@@ -5,11 +5,13 @@ of the per-repeat ratios, min–max): to_dot of a 10k- and a 100k-op chain again
 baseline (``floors.text_dot``) and against a floor that only reads the structure (each
 edge's ends into one dict each way, every op's id: what any writer that finds the chain
 must read), and snapshot + to_dot against ``torchviz.make_dot`` on the 900-op chain, the
-6-layer transformer and the resnet-ish net, beside their floor (``floors.dot_floor``).
+6-layer transformer and the resnet-ish net, beside their floor (``floors.dot_floor``), and,
+where Graphviz's ``dot`` is installed, the time to an SVG picture on both sides (no target).
 """
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -76,6 +78,11 @@ def main(repeats: int = 15) -> None:
               f"{_ratio(s, 'snap', 'tv')}, to_dot alone {_ratio(s, 'dot', 'tv')}; floor (facts walk with saved"
               f" records + the text of every node and edge) {_ratio(s, 'floor', 'tv')}")
         print(f"  {'':>15}  with snapshot(saved=False): {_ratio(s, 'nosaved', 'tv')}; its floor {_ratio(s, 'floor_nosaved', 'tv')}")
+        if shutil.which("dot") is not None:  # (the picture a user waits for, laid out by Graphviz: no target)
+            v = paired({"gl": lambda: to_dot(gl.snapshot(root)).pipe(format="svg"),
+                        "tv": lambda: floors.make_dot(root).pipe(format="svg")}, max(3, repeats // 3))
+            print(f"  {'':>15}  to an SVG picture (Graphviz's dot laying it out): {statistics.median(v['gl']) * 1e3:.0f} ms vs"
+                  f" {statistics.median(v['tv']) * 1e3:.0f} ms -> {_ratio(v, 'gl', 'tv')}")
         del root, keep, g
 
 

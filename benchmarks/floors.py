@@ -23,6 +23,7 @@ row prints the floor that bounds it from below:
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 import weakref
@@ -336,6 +337,12 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
                                "floor_vs_torchviz": ratio(res, "floor", "tv"), "nosaved_vs_torchviz": ratio(res, "gl_nosaved", "tv"),
                                "floor_nosaved_vs_torchviz": ratio(res, "floor_nosaved", "tv"),
                                "iqr": {"dot_vs_torchviz": iqr(res, "gl", "tv"), "nosaved_vs_torchviz": iqr(res, "gl_nosaved", "tv")}})
+            if shutil.which("dot") is not None:
+                # (what a user waits for: the picture, laid out by Graphviz; no target, a fact beside the ones above)
+                svg = interleaved({"gl": lambda: to_dot(gl.snapshot(root)).pipe(format="svg"),
+                                   "tv": lambda: make_dot(root).pipe(format="svg")}, max(3, repeats // 3), floor)
+                out["dot"][-1]["svg"] = {"graphlens_ms": svg["gl"]["median_s"] * 1e3, "torchviz_ms": svg["tv"]["median_s"] * 1e3,
+                                         "svg_vs_torchviz": ratio(svg, "gl", "tv")}
             del g
         del root, keep
     if to_dot is not None:
@@ -617,6 +624,10 @@ def show_f(f: dict) -> None:
         print(f"  snapshot+to_dot / make_dot, {r['graph']}: {r['dot_vs_torchviz']:.2f}x (target {TARGETS_F['dot_vs_torchviz']}x;"
               f" {r['graphlens_ms']:.1f} ms vs {r['torchviz_ms']:.1f} ms); floor: the facts walk with saved records"
               f" plus the text of every node and edge {r.get('floor_vs_torchviz', float('nan')):.2f}x")
+        if "svg" in r:
+            v = r["svg"]
+            print(f"    to an SVG picture (to_dot(...).pipe('svg') vs make_dot(...).pipe('svg'), Graphviz's dot laying it out; no target):"
+                  f" {v['svg_vs_torchviz']:.2f}x ({v['graphlens_ms']:.0f} ms vs {v['torchviz_ms']:.0f} ms)")
         if "nosaved_vs_torchviz" in r:
             print(f"    with snapshot(saved=False): {r['nosaved_vs_torchviz']:.2f}x; its floor (the facts walk without saved records,"
                   f" plus the text) {r['floor_nosaved_vs_torchviz']:.2f}x")
