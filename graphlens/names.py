@@ -15,7 +15,7 @@ import torch
 from ._live.guard import node_unsafe
 
 __all__ = [
-    "NameBook", "user_frame", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
+    "NameBook", "user_frame", "own_dict", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
     "INTERNAL_MODULES", "CALLER_NAME",
 ]
 
@@ -112,22 +112,28 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
     lists, tuples, dicts and modules."""
     later: list[tuple[str, torch.Tensor]] = []
     for key, value in list(mapping.items()):
-        if not isinstance(key, str) or key.startswith("_") or not key.isidentifier():
+        if type(key) is not str or key.startswith("_") or not key.isidentifier():
             continue  # (private, or a tool's own: pytest's assertion rewriting stores in @py_assert1)
         name = prefix + key
-        if isinstance(value, torch.Tensor):
+        cls = type(value)  # (by its type alone: a proxy's __class__ is its own code, never run by graphlens)
+        if issubclass(cls, torch.Tensor):
             yield name, value
-        elif isinstance(value, torch.nn.Module):
+        elif issubclass(cls, torch.nn.Module):
             later.extend(_module_items(name, value))
-        elif isinstance(value, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
-            later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if isinstance(t, torch.Tensor))
-        elif isinstance(value, dict) and 0 < len(value) <= _MAX_CONTAINER:
-            later.extend((f"{name}[{k!r}]", t) for k, t in value.items() if isinstance(t, torch.Tensor))
-        elif isinstance(value, _Optimizer):
+        elif issubclass(cls, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
+            later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if issubclass(type(t), torch.Tensor))
+        elif issubclass(cls, dict) and 0 < len(value) <= _MAX_CONTAINER:
+            later.extend((f"{name}[{k!r}]", t) for k, t in value.items() if issubclass(type(t), torch.Tensor))
+        elif issubclass(cls, _Optimizer):
             try:
                 OPTIMIZERS.setdefault(value, name)  # (its state is named as the block ends: see state_names)
             except TypeError:  # (an optimizer class that cannot be weakly referenced or hashed: not named)
                 pass
+        elif cls not in _PLAIN_ATTRS and (held := own_dict(value)) is not None:
+            # An object of the program's own that holds models (agent.actor, trainer.model): their parameters by that path.
+            for attr, sub in list(held.items())[:_MAX_CONTAINER]:
+                if issubclass(type(sub), _Module) and type(attr) is str and not attr.startswith("_"):
+                    later.extend(_module_items(f"{name}.{attr}", sub))
     yield from later
 
 
@@ -159,6 +165,22 @@ def state_names(param_name: Any) -> dict[int, tuple[Any, str]]:
 
 
 _Module = torch.nn.Module
+#: Values whose attributes are never searched for models: types, functions, modules of code, tensors and models themselves.
+_NOT_HOLDERS = (type, type(sys), type(_items), torch.Tensor, torch.nn.Module)
+
+
+def own_dict(value: Any) -> dict | None:
+    """The instance dict of an object of a class of its own, read without running any of its code
+    (no ``__getattr__``, property or ``__class__`` of a proxy object); None for a type, a function,
+    a module of code, a tensor, a model, or an object without one."""
+    cls = type(value)
+    if not getattr(cls, "__dictoffset__", 0) or issubclass(cls, _NOT_HOLDERS):
+        return None
+    try:
+        held = object.__getattribute__(value, "__dict__")
+    except Exception:  # noqa: BLE001 - an object that keeps none
+        return None
+    return held if type(held) is dict else None
 #: the types of module attributes that never hold a tensor (the settings, the dicts of
 #: parameters, buffers, submodules and hooks): skipped by type alone
 _PLAIN_ATTRS = frozenset({type(None), bool, int, float, str, dict, OrderedDict, set})

@@ -1030,3 +1030,52 @@ def test_explaining_a_carried_state_error_leaves_a_module_kept_stale_view_its_gr
     got, e = _carried_state_error_beside_a_stale_view(gl.explain_error)
     assert e is not None and "carried_state" in e.reasons, e
     assert plain is not None and got is not None and torch.equal(got, plain)
+
+
+class _Proxy:
+    """A proxy object of the program's: every attribute it is asked for is logged (and forwarded)."""
+
+    def __init__(self, target, log):
+        object.__setattr__(self, "_target", target)
+        object.__setattr__(self, "_log", log)
+
+    def __getattr__(self, name):
+        object.__getattribute__(self, "_log").append(name)
+        return getattr(object.__getattribute__(self, "_target"), name)
+
+    @property
+    def __class__(self):  # (a proxy that passes for what it wraps, as mocks and lazy proxies do)
+        object.__getattribute__(self, "_log").append("__class__")
+        return type(object.__getattribute__(self, "_target"))
+
+
+class _Slotted:
+    """An object without an instance dict whose __getattr__ logs every lookup."""
+
+    __slots__ = ("log",)
+
+    def __getattr__(self, name):
+        object.__getattribute__(self, "log").append(name)
+        raise AttributeError(name)
+
+
+def test_objects_in_the_frames_are_read_without_running_their_code():
+    """Naming and explaining read an object's own dict without its code: a proxy's __getattr__ and
+    __class__, and a slotted object's __getattr__, are never called by snapshot, trace or explain."""
+    log: list[str] = []
+    holder = _Slotted()
+    holder.log = log
+    model = torch.nn.Linear(2, 1)
+    proxy = _Proxy(model, log)  # noqa: F841 - (held in the frame graphlens reads)
+    x = torch.ones(3, 2)
+    with gl.trace() as tr:
+        loss = model(x).sum()
+        loss.backward()
+    gl.snapshot(loss)
+    gl.explain(model.weight, loss)
+    gl.explain(model.weight, tr)
+    try:
+        (loss * 2).backward()
+    except RuntimeError as err:
+        gl.explain(err)
+    assert log == [], log

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from types import FrameType
 from typing import NamedTuple
 
@@ -9,8 +11,9 @@ import torch
 
 from ..names import _CO_OPTIMIZED, frame_objects_where
 from .evidence import in_optimizer
+from .kinds import Cut
 
-__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "attribute_path", "unregistered_owner", "tied_names"]
+__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "attribute_path", "unregistered_owner", "tied_names", "MadeInForward", "made_in_forward", "unregistered_hint"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -53,11 +56,11 @@ def frame_modules(frame: FrameType | None) -> list[tuple[str, torch.nn.Module]]:
 
 
 def _is_module(value) -> bool:
-    return isinstance(value, torch.nn.Module)
+    return issubclass(type(value), torch.nn.Module)  # (by its type alone: a proxy's __class__ is its own code)
 
 
 def _is_optimizer(value) -> bool:
-    return isinstance(value, torch.optim.Optimizer)
+    return issubclass(type(value), torch.optim.Optimizer)
 
 
 def frame_optimizer(frame: FrameType | None, tensor) -> torch.optim.Optimizer | None:
@@ -174,6 +177,81 @@ def unregistered_owner(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module
         except Exception:  # noqa: BLE001 - a broken module must not break the answer
             continue
     return None
+
+
+class MadeInForward(NamedTuple):
+    """A Parameter no module among the caller's variables registers, where one of their
+    ``forward`` methods creates a layer of a kind that has such a Parameter."""
+
+    model: str  # the caller's variable holding the model (``model``)
+    owner: str  # the class whose forward creates the layer (``InvertedResidualBlock``)
+    layer: str  # the layer created (``nn.Conv2d``)
+    lineno: int  # the line in the class's file
+    code: str  # that line's text
+    name: None = None  # (no name to give the tensor: it is the caller's own variable)
+
+    def sentence(self) -> str:
+        return (
+            f"It is a Parameter that no module among your variables registers ({self.model}.parameters() does not hold "
+            f"it), and {self.owner}.forward creates a layer at line {self.lineno} ({self.code}): a layer made inside forward "
+            f"is a new one, with new random weights, at every call: the step updates nothing that the next call uses, and "
+            f"an optimizer built from {self.model}.parameters() never holds it."
+        )
+
+    def as_cut(self) -> Cut:
+        return Cut("unregistered_module", self.layer, None, None, self.lineno, self.code, self.sentence(), known=False)
+
+    def fix(self) -> str:
+        return (
+            f"Create the layer once in {self.owner}.__init__ (self.proj = {self.layer}(...)) and call it in forward "
+            f"(self.proj(x)): it is then registered, in {self.model}.parameters(), and trained."
+        )
+
+
+#: Layer constructors a forward may call, with the dimensions of their Parameters.
+_LAYER_DIMS = {"Linear": (1, 2), "Bilinear": (1, 3), "Conv1d": (1, 3), "Conv2d": (1, 4), "Conv3d": (1, 5),
+               "ConvTranspose1d": (1, 3), "ConvTranspose2d": (1, 4), "ConvTranspose3d": (1, 5), "Embedding": (2,),
+               "BatchNorm1d": (1,), "BatchNorm2d": (1,), "BatchNorm3d": (1,), "LayerNorm": (1, 2, 3, 4), "GroupNorm": (1,),
+               "InstanceNorm2d": (1,), "PReLU": (1,), "LSTM": (1, 2), "GRU": (1, 2), "RNN": (1, 2), "MultiheadAttention": (1, 2)}
+_LAYER_CALL = re.compile(r"\b(?:torch\.)?nn\.([A-Z]\w*)\(")
+
+
+def made_in_forward(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> MadeInForward | None:
+    """Where ``t``, an ``nn.Parameter`` that none of ``modules`` registers, may come from: a line
+    of one of their own classes' ``forward`` (not torch's) that creates a layer whose Parameters
+    have ``t``'s number of dimensions.  None without such a line (nothing is guessed)."""
+    if not isinstance(t, torch.nn.Parameter) or not modules:
+        return None
+    dims = t.dim()
+    for var, mod in modules:
+        try:
+            if any(p is t for p in mod.parameters()):
+                return None  # (registered: not this case)
+            classes = list(dict.fromkeys(type(m) for m in list(mod.modules())[:512]))
+        except Exception:  # noqa: BLE001 - a broken module says nothing
+            continue
+        for cls in classes:
+            forward = cls.__dict__.get("forward")
+            if forward is None or (cls.__module__ or "").startswith("torch."):
+                continue
+            try:
+                lines, first = inspect.getsourcelines(forward)
+            except (OSError, TypeError):
+                continue
+            for k, text in enumerate(lines):
+                for found in _LAYER_CALL.finditer(text.split("#", 1)[0]):
+                    if dims in _LAYER_DIMS.get(found.group(1), ()):
+                        return MadeInForward(var, cls.__qualname__, f"nn.{found.group(1)}", first + k, text.strip())
+    return None
+
+
+def unregistered_hint(t: torch.Tensor, optimizer, modules: list[tuple[str, torch.nn.Module]]) -> Unregistered | MadeInForward | None:
+    """Why a leaf that requires grad and that an optimizer (``optimizer``, when given) does not hold
+    is not among the parameters of the caller's ``modules``: a submodule kept in a plain container
+    (:func:`unregistered_owner`), or a layer made inside a forward (:func:`made_in_forward`)."""
+    if not (t.is_leaf and t.requires_grad) or (optimizer is not None and in_optimizer(optimizer, t, None)):
+        return None
+    return unregistered_owner(t, modules) or made_in_forward(t, modules)
 
 
 def tied_names(tensor: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> list[str]:
