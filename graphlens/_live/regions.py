@@ -22,6 +22,7 @@ _APPLY = getattr(torch.autograd.function.Function.apply, "__func__", torch.autog
 _APPLY_CODE = getattr(_APPLY, "__code__", None)
 _FUNCTION_CTX = torch.autograd.function.FunctionCtx
 _grad_enabled = torch.is_grad_enabled
+_inference_mode = torch.is_inference_mode_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
 _Tensor = torch.Tensor
@@ -61,7 +62,7 @@ class RegionNotes:
         region of its own, named after it (``"Scale.forward#1"``): not a no_grad block of the
         user's (the reentrant checkpoint's, which computes under no_grad, stays ``no_grad``,
         tagged as the checkpoint's: ``"no_grad#4:checkpoint"``)."""
-        if _grad_enabled():
+        if _grad_enabled() and not _inference_mode():  # (torch.enable_grad() inside inference_mode records nothing either)
             hooks = _default_hooks(False)
             if hooks is None or getattr(hooks[0], "__module__", None) != "torch.utils.checkpoint":
                 self.region = None
@@ -75,7 +76,7 @@ class RegionNotes:
                 self.region_key = _ref(hooks[0])
             return self.region
         tag = ""
-        if torch.is_inference_mode_enabled():
+        if _inference_mode():
             kind = "inference_mode"
         else:
             kind = self.custom_forward() or "no_grad"

@@ -11,7 +11,7 @@ import torch
 from .._live.facts import dtype_name, read_saved
 from .._live.guard import node_unsafe
 from ..graph import FREED, MODIFIED, OpNode
-from .carried import addend, fed_back, feed_line, in_loop, made_once, ran_in_failing_pass, running_total
+from .carried import addend, cached_in_objects, cached_parametrizations, fed_back, inplace_in_forward, feed_line, in_loop, made_once, ran_in_failing_pass, running_total
 from .context import TENSOR_TYPES, Context, as_code, root_graph, root_label
 from .live import shares_memory
 from .optim_errors import modified_parameter, stale_parameter
@@ -165,6 +165,7 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
     best: tuple | None = None
     ranks: list[tuple] = []
     for name, t in ctx.candidates:
+        own = any(t is r for r in ctx.root)  # (the failing call's own output: named only when nothing else carries it)
         try:
             fn = t.grad_fn
         except RuntimeError:
@@ -180,13 +181,13 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
                 continue
             attr = "." in name
             stateful = any(k in name.lower() for k in ("hidden", "state", "h_", "c_", "hx", "cx")) or name in ("h", "c")
-            rank = (1, 0 if attr or stateful else 1, depth, name)
+            rank = (1 + own, 0 if attr or stateful else 1, depth, name)
             shared = False
         if best is None or rank < best[0]:
             best = (rank, name, shared)
         ranks.append((rank, name, shared))
     if best is None or not best[2]:
-        cached = _cached_in_module(ctx, fns)  # (a module's own cache, an attribute set in an earlier call: self._cached)
+        cached = cached_in_objects(ctx, fns)  # (a module's or an object's own cache, set in an earlier call: self._cached)
         if cached is not None:
             return cached, True, boundary, []
     if best is None:
@@ -196,23 +197,6 @@ def _carried(nodes: list[_Node], split: int, ctx: Context) -> tuple[str | None, 
     ties = [n for r, n, sh in ranks if not sh and not best[2] and r[:3] == best[0][:3] and n != best[1]
             and not any(n.startswith(best[1] + s) or best[1].startswith(n + s) for s in ".[")]
     return best[1], best[2], boundary, list(dict.fromkeys(ties))
-
-
-def _cached_in_module(ctx: Context, fns: dict) -> str | None:
-    """``model._cached_norm``: a tensor a module of the frames keeps in a private attribute (a
-    cache it set in an earlier call) whose node is one of the old part's nodes ``fns`` (by id)."""
-    for mname, m in ctx.objects(object):
-        if not isinstance(m, torch.nn.Module):
-            continue
-        for attr, t in list(vars(m).items())[:64]:
-            if attr.startswith("_") and not attr.startswith("__") and isinstance(t, torch.Tensor) and not node_unsafe(t):
-                try:
-                    fn = t.grad_fn
-                except RuntimeError:
-                    continue
-                if fn is not None and id(fn) in fns:
-                    return as_code(f"{mname}.{attr}")
-    return None
 
 
 def _held(ctx: Context, var: str) -> list:
@@ -265,6 +249,8 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
     gr = root_graph(g, ctx)
     root = root_label(gr, ctx)
     call = f"{root}.backward()" if root != "the output" else "backward()"
+    if ctx.torch_called("grad") and ctx.inputs:  # (the failing call is torch.autograd.grad(pe, x))
+        call = f"torch.autograd.grad({root}, ...)" if root != "the output" else "torch.autograd.grad()"
     sentences = [
         f"{call} went through a part of the graph a second time: an earlier backward already freed the "
         f"tensors that part saved for computing gradients."
@@ -313,22 +299,33 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
             f"The part built before that backward is reached through {name or 'a tensor of the earlier graph'}; "
             f"its nodes' saved tensors are freed: {', '.join(shown)}{more}."
         )
-        if name and shared:
+        cached = cached_parametrizations(ctx)
+        if cached is not None:  # (the parametrized weights, computed once inside the cache: every step reuses their graph)
+            reasons.append("graph_built_once")
+            sentences.append(
+                f"Line {cached[0]} ({cached[1]}) opens torch.nn.utils.parametrize.cached() around the loop: inside it "
+                f"each parametrized weight is computed once, at its first use, with that step's graph, and every later "
+                f"step reuses it; the first backward freed that graph, so the next one fails there."
+            )
+            fix = ("Open parametrize.cached() inside the loop, around one step's forward and backward (or leave it out: "
+                   "it only saves recomputing the parametrization), so that each step computes the weights afresh.")
+        elif name and shared:
             sentences.append(
                 f"{name} is used by two backward passes: the first one freed the graph below {name}, and {call} needs it again."
             )
             item = re.fullmatch(r"([A-Za-z_][\w.]*)\[\d+\]", name)  # (one tensor of a returned state: s[0] of (v, i))
             owner, _, attr = name.rpartition(".")
-            if owner and attr.startswith("_"):  # (a module's cache: the earlier call stored it, later calls reuse it)
+            if owner and attr.startswith("_"):  # (an object's cache: the earlier call stored it, later calls reuse it)
                 sentences.append(
-                    f"{name} is a tensor the module keeps between calls (a cache it filled in an earlier call, with that "
+                    f"{name} is a tensor {owner} keeps between calls (a cache it filled in an earlier call, with that "
                     f"call's graph): each later call reuses it, so every later backward goes back into the graph the "
                     f"first backward freed."
                 )
                 fix = (
-                    f"Do not reuse {name} across backward calls: turn the module's caching off (recompute it in every "
-                    f"call) when it depends on tensors that require grad, or store it detached ({attr} = value.detach()) "
-                    f"if no gradient should flow through it; keeping the graph would only grow it step after step."
+                    f"Do not reuse {name} across backward calls: turn {owner}'s caching off (recompute it in every call; "
+                    f"a torch.distributions transform: build it with cache_size=0) when it depends on tensors that require "
+                    f"grad, or store it detached if no gradient should flow through it; keeping the graph would only grow "
+                    f"it step after step."
                 )
             elif item:
                 whole = item.group(1)
@@ -377,8 +374,9 @@ def graph_freed(message, match, g, trace, ctx: Context) -> Explanation:
                 reasons.append("carried_state")
                 where = feed_line(ctx, name)
                 element = re.fullmatch(r"(.+\..+)\[\d+\]", name)  # one tensor of a state kept as a tuple (h, c)
-                if element:
+                if element:  # (the whole tuple is cut at once: its other elements are no further ties)
                     name = element.group(1)
+                    ties = [t for t in ties if not (t.startswith(name + "[") or t.startswith(name + "."))]
                 if in_loop(ctx) is False:  # (no loop around the failing line: no "previous iteration")
                     sentences.append(
                         f"{name} carries a tensor made before the earlier backward into this step: its graph still links "
@@ -527,7 +525,7 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
         line, lineno = modifier.code, modifier.line
     else:
         lineno, line = _modifier_lead(ctx, name)
-    who = name or f"a {dtype}{list(shape)} tensor"
+    who, lead = name or f"a {dtype}{list(shape)} tensor", None
     made = f" (PyTorch calls it output {match.group('nr')} of {producer})" if producer else ""
     saver = ", ".join(dict.fromkeys(o.label for o in savers)) or None
     by = f" by {saver}" if saver else ""
@@ -540,6 +538,10 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
         sentences.append(f"The in-place operation: {modifier.forward}{where}.")
     elif line:
         sentences.append(f"graphlens read your code: line {lineno} ({line}) changes {who} in place; it is the likely culprit.")
+    elif not above and producer and (lead := inplace_in_forward(ctx, producer)) is not None:
+        cls, lineno, line, made_ln, made_code, var = lead  # (no trace, no variable: the model's own code, read)
+        sentences.append(f"graphlens read your code: {cls}.forward changes {var} in place at line {lineno} ({line}) after "
+                         f"line {made_ln} ({made_code}) made it; if {var} is that tensor, that is the in-place change.")
     elif above:
         # (no trace, no line: the live tensor's own node says what changed it, an in-place op's node on top of the saver's)
         kinds = ", ".join(dict.fromkeys(f"{n} ({_INPLACE_KIND.get(n.rstrip('0123456789'), 'an in-place operation')})" for n in above))
@@ -551,7 +553,7 @@ def inplace_saved(message, match, g, trace, ctx: Context) -> Explanation:
         ["inplace_saved"], sentences, tensor_name=name, tensor_id=tid, graph=gr,
         path=[p for p in path if gr is not None and p in gr],
         edges=view.highlight_edges(path) if view is not None and path else (), message=message,
-        fix=_inplace_fix(name, modifier, line or " ".join(_INPLACE_KIND.get(n.rstrip("0123456789"), "") for n in above),
+        fix=_inplace_fix(name or (lead[5] if lead else None), modifier, line or " ".join(_INPLACE_KIND.get(n.rstrip("0123456789"), "") for n in above),
                          update=modifier is not None and modifier.region is not None and tid is not None
                          and view is not None and view.t(tid).is_leaf and view.t(tid).requires_grad),
         op=savers[0].label if savers else None, line=line, lineno=lineno,

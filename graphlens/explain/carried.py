@@ -7,9 +7,15 @@ import linecache
 import re
 from typing import Any
 
-from .context import Context
+import types
 
-__all__ = ["fed_back", "in_loop", "made_once", "ran_in_failing_pass", "running_total", "source", "addend", "code_only", "feed_line"]
+import torch
+
+from .._live.guard import node_unsafe
+from ..names import frame_objects_where, own_dict
+from .context import Context, as_code
+
+__all__ = ["cached_in_objects", "cached_parametrizations", "inplace_in_forward", "fed_back", "in_loop", "made_once", "ran_in_failing_pass", "running_total", "source", "addend", "code_only", "feed_line"]
 
 
 def fed_back(ctx: Context, name: str) -> bool | None:
@@ -209,3 +215,111 @@ def feed_line(ctx: Context, name: str) -> tuple[int, str] | None:
         return None
     before = [h for h in hits if ctx.lineno and h[0] < ctx.lineno]
     return (before or hits)[-1]
+
+
+def cached_in_objects(ctx: Context, fns: dict) -> str | None:
+    """``model._cached_norm``, ``t._cached_x_y[1]``: a tensor that a module or another object of the
+    user's frames keeps in a private attribute (a cache it filled in an earlier call), alone or in
+    a short tuple, whose node is one of the old part's nodes ``fns`` (by id)."""
+    objects = list(ctx.objects(object))
+    for frame in [f for f, _ in ctx.user_frames] + [ctx.caller]:
+        if frame is not None:
+            objects += frame_objects_where(frame, _plain_object)
+    seen: set[int] = set()
+    for name, obj in objects:
+        if id(obj) in seen or name.startswith("_"):
+            continue
+        seen.add(id(obj))
+        held = vars(obj) if isinstance(obj, torch.nn.Module) else own_dict(obj)  # (an object's own, read without its code)
+        for attr, value in list((held or {}).items())[:64]:
+            if not attr.startswith("_") or attr.startswith("__"):
+                continue
+            items = [(attr, value)] if isinstance(value, torch.Tensor) else (
+                [(f"{attr}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, (tuple, list)) and len(value) <= 4 else [])
+            for label, t in items:
+                if not isinstance(t, torch.Tensor) or node_unsafe(t):
+                    continue
+                try:
+                    fn = t.grad_fn
+                except RuntimeError:
+                    continue
+                if fn is not None and id(fn) in fns:
+                    return as_code(f"{name}.{label}")
+    return None
+
+
+def _plain_object(value: Any) -> bool:
+    """An instance of a class of its own (a transform, a helper object), whose attributes may keep a cache."""
+    return not issubclass(type(value), types.MethodType) and own_dict(value) is not None
+
+
+def cached_parametrizations(ctx: Context) -> tuple[int, str] | None:
+    """``(line, code)`` of a ``with torch.nn.utils.parametrize.cached():`` block of the raising
+    function that holds the loop around the failing line, when a module among the user's
+    variables is parametrized: inside it each parametrized tensor is computed once, at its first
+    use, with that call's graph, and every later step reuses it."""
+    loops = _loops_around(ctx)
+    if not loops:
+        return None
+    from torch.nn.utils import parametrize
+
+    if not any(parametrize.is_parametrized(m) for _, m in ctx.objects(torch.nn.Module)):
+        return None
+    tree, lines = source(ctx)
+    loop = min(loops, key=lambda n: n.lineno)  # (the outermost loop around the failing line)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.With) and node.lineno < loop.lineno <= (node.end_lineno or 0):
+            for item in node.items:
+                call = item.context_expr
+                f = call.func if isinstance(call, ast.Call) else None
+                if (isinstance(f, ast.Attribute) and f.attr == "cached") or (isinstance(f, ast.Name) and f.id == "cached"):
+                    return node.lineno, lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ast.unparse(call)
+    return None
+
+
+def inplace_in_forward(ctx: Context, producer: str) -> tuple[str, int, str, int, str, str] | None:
+    """``(class, line, code, made line, made code, variable)``: in the ``forward`` of a module class of
+    the user's frames (not torch's own), a line that changes a variable in place (``out += x``,
+    ``out.add_(x)``, ``out[i] = v``) after the line that made it by a call naming ``producer``
+    (``relu`` for PyTorch's "output 0 of Relu": ``out = self.relu(out)``), with no other
+    assignment of it in between; the first such line found.  A lead read from code."""
+    import inspect
+    import textwrap
+
+    key = producer.lower().rstrip("0123456789").removesuffix("backward")
+    if not key:
+        return None
+    seen: set = set()
+    for _, module in ctx.objects(torch.nn.Module):
+        cls = type(module)
+        forward = cls.__dict__.get("forward")
+        if cls in seen or forward is None or (cls.__module__ or "").startswith("torch."):
+            continue
+        seen.add(cls)
+        try:
+            lines, first = inspect.getsourcelines(forward)
+            tree = ast.parse(textwrap.dedent("".join(lines)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        made: dict[str, tuple[int, str]] = {}
+        for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: n.lineno):
+            text = lines[node.lineno - 1].strip() if node.lineno <= len(lines) else ""
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                var = node.targets[0].id
+                call = node.value if isinstance(node.value, ast.Call) else None
+                if call is not None and key in ast.unparse(call.func).lower():
+                    made[var] = (first + node.lineno - 1, text)
+                else:
+                    made.pop(var, None)
+                continue
+            target = None
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                target = node.target.id
+            elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript) and isinstance(node.targets[0].value, ast.Name):
+                target = node.targets[0].value.id
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                    and node.value.func.attr.endswith("_") and isinstance(node.value.func.value, ast.Name):
+                target = node.value.func.value.id
+            if target in made:
+                return cls.__qualname__, first + node.lineno - 1, text, made[target][0], made[target][1], target
+    return None

@@ -48,11 +48,16 @@ class Context:
         self._objects: list[tuple[str, Any]] | None = None
         tb: TracebackType | None = getattr(exc, "__traceback__", None)
         user = None
+        #: the user's frame that called backward, when the error came from code backward ran (a
+        #: custom Function's backward, a hook): its variables hold the loss and the model
+        self.backward_caller: FrameType | None = None
         while tb is not None:
             frame = tb.tb_frame
             module = frame.f_globals.get("__name__", "") or ""
             if module == "torch" or module.startswith("torch."):
                 self.torch_frames.append(frame)
+                if frame.f_code.co_name in ("backward", "grad", "_engine_run_backward") and self.backward_caller is None:
+                    self.backward_caller = user[0] if user is not None else None
                 if frame.f_code.co_name in ("backward", "grad", "_engine_run_backward") and not self.root:
                     local = frame.f_locals
                     for key in ("t_outputs", "tensors", "outputs", "self"):
@@ -75,6 +80,10 @@ class Context:
             self.frame, self.lineno = frame, lineno
             self.line = linecache.getline(frame.f_code.co_filename, lineno).strip()
             self.candidates = frame_candidates(frame, readable=True)
+        if self.backward_caller is not None and user is not None and self.backward_caller is not user[0]:
+            self.candidates.extend(frame_candidates(self.backward_caller, readable=True))
+        else:
+            self.backward_caller = None
         if caller is not None and (user is None or caller is not user[0]):
             # The frame that asks for the explanation often holds the variables (the error
             # may have been raised in a helper that it called).
@@ -117,7 +126,7 @@ class Context:
         if self._objects is None:
             seen: set[int] = set()
             self._objects = []
-            for frame in (self.frame, self.caller):
+            for frame in (self.frame, self.backward_caller, self.caller):
                 for name, obj in frame_objects(frame):
                     if id(obj) not in seen:
                         seen.add(id(obj))
@@ -135,14 +144,15 @@ class Context:
         self.torch_frames.clear()
         self.user_frames.clear()
         self._objects = None
-        self.frame = self.exc = self.caller = None
+        self.frame = self.exc = self.caller = self.backward_caller = None
 
 
 def _wanted(value: Any) -> bool:
     """The objects :func:`frame_objects` reports: the ones an explanation names."""
-    if isinstance(value, type):
+    cls = type(value)  # (by its type alone: a proxy's __class__ is its own code)
+    if issubclass(cls, type):
         return issubclass(value, torch.autograd.Function)
-    return isinstance(value, (torch.nn.Module, torch.optim.Optimizer))
+    return issubclass(cls, (torch.nn.Module, torch.optim.Optimizer))
 
 
 def frame_objects(frame: FrameType | None) -> list[tuple[str, Any]]:

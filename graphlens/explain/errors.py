@@ -16,7 +16,7 @@ from .context import Context, as_code, assignment_line, line_op, on_graph, root_
 from .cuts import code_cut, cut_fix, trace_origins, traced_cut
 from .evidence import unrecorded_sentence
 from .grad import analyse
-from .live import INTEGER_DTYPES, find_live, is_inference, named_after
+from .live import INFERENCE_LIBRARY_FIX, INTEGER_DTYPES, find_live, is_inference, named_after
 from .hook_errors import (
     backward_hook_inplace, custom_fn_grad_shape, custom_fn_legacy, custom_fn_no_backward, custom_fn_view_inplace,
     hook_changed_gradient, hook_no_requires_grad, hook_wrong_count, inplace_activation,
@@ -324,7 +324,8 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
     if g is not None and tid is not None and ctx.candidates:
         g = named_after(g, ctx.candidates, paths=True)  # (tensors a helper made, named after the raising frame's variables)
     who = name or ("the tensor" if root is not None else f"output {index}")
-    sentences = [f"backward was called on {who}, which does not require grad and has no grad_fn: no graph leads back from it."]
+    asked = "torch.autograd.grad was asked for the gradient of" if ctx.inputs else "backward was called on"
+    sentences = [f"{asked} {who}, which does not require grad and has no grad_fn: no graph leads back from it."]
     reasons = ["no_grad_fn"]
     facts: list[tuple] = []
     if unrecorded:  # nothing recorded is said of it: another tensor's record would be a wrong answer
@@ -362,7 +363,7 @@ def _no_grad_fn(message, match, g, trace, ctx) -> Explanation:
         sentences.append(f"{who} is an inference tensor: it was computed under torch.inference_mode() (a with block, or a "
                          f"@torch.inference_mode() decorator on the function that computed it), which records no graph at all.")
         sub_fix = (f"Compute {name or 'it'} outside torch.inference_mode(): remove the decorator or the with block around the "
-                   f"code that trains (use torch.no_grad() only around what needs no gradient).")
+                   f"code that trains (use torch.no_grad() only around what needs no gradient)." + INFERENCE_LIBRARY_FIX)
     if cut is None and not detail:  # what the graph does not show, the code may: a lead, said as one
         cut = code_cut(ctx.frame, ctx.lineno, name or _receiver(ctx.line), live=dict(reversed(ctx.candidates)))
     if cut is None and not detail and g is not None and tid is not None:

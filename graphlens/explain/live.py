@@ -11,7 +11,7 @@ from .._live.safety import KEEP_MIN_NODES, keep_children
 from ..graph import Graph
 from ..snapshot import snapshot
 
-__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for", "named_after", "is_inference"]
+__all__ = ["INTEGER_DTYPES", "find_live", "reaches", "shares_memory", "snapshot_for", "named_after", "is_inference", "INFERENCE_LIBRARY_FIX"]
 
 #: The dtypes that can never require grad.
 INTEGER_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -24,6 +24,12 @@ def find_live(g: Graph, t: torch.Tensor) -> str | None:
         if g.tensor(node.id) is t:
             found = node.id  # the latest record of the tensor wins
     return found
+
+
+#: The end of every fix for a tensor made under inference mode: where the mode is a library's.
+INFERENCE_LIBRARY_FIX = (" Where a library runs the code under inference mode (a trainer's validation or test loop), switch it "
+                         "off there, e.g. Lightning's Trainer(inference_mode=False): it then uses torch.no_grad(), which a "
+                         "torch.enable_grad() inside the step does switch off (inference mode it does not).")
 
 
 def is_inference(t: torch.Tensor) -> bool:

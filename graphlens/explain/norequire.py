@@ -9,7 +9,7 @@ from .answer import Asked, Draft
 from .cuts import cut_fix, origin_cut, traced_cut
 from .evidence import in_optimizer
 from .facts import custom_forward_of, grad_off, grad_text, region_kind
-from .live import INTEGER_DTYPES
+from .live import INFERENCE_LIBRARY_FIX, INTEGER_DTYPES
 
 __all__ = ["frozen_with_grad", "not_required"]
 
@@ -95,7 +95,8 @@ def not_required(a: Asked, d: Draft) -> None:
         grad_ins = [i for i in ins if view.t(i).requires_grad]
         region = region_kind(node.region)
         made = f" by {view.o(op).label}" if op else ""
-        d.sentences.append(f"It was made{made} inside torch.{region}(), where PyTorch records no graph.")
+        d.sentences.append(f"It was made{made} inside torch.{region}(), where PyTorch records no graph"
+                           + (" (torch.enable_grad() inside it does not switch recording back on)." if region == "inference_mode" else "."))
         if grad_ins:
             d.facts.extend((i, "requires_grad", True) for i in grad_ins)
             d.sentences.append(
@@ -105,6 +106,8 @@ def not_required(a: Asked, d: Draft) -> None:
         d.path = grad_ins + ([op] if op else []) + [tid]
         d.edges = view.highlight_edges(d.path)
         d.fix = f"Compute {name} outside torch.{region}() (not inside its with block) if a gradient must flow through it."
+        if region == "inference_mode":
+            d.fix += INFERENCE_LIBRARY_FIX
         if region == "no_grad" and not torch.is_grad_enabled():  # (still off where graphlens is asked)
             d.reasons.append("grad_disabled")
             d.sentences.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .answer import Asked, Draft
 from .cuts import cut_fix, traced_cut, traced_cut_between
 from .facts import grad_text
-from .live import is_inference
+from .live import INFERENCE_LIBRARY_FIX, is_inference
 from ..values import same_head
 
 __all__ = ["not_reached", "leaf_root"]
@@ -105,6 +105,7 @@ def leaf_root(a: Asked, d: Draft):
         d.fix = (
             f"Compute {rname} outside torch.inference_mode(): remove the decorator or the with block around the code that "
             f"trains (use torch.no_grad() only around the parts that need no gradient), then drop requires_grad_(True)."
+            + INFERENCE_LIBRARY_FIX
         )
 
 
