@@ -27,7 +27,7 @@ def copy_answer(
     shape = ", ".join(map(str, node.shape)) if node is not None and node.shape else "3"
     example = (
         f"{name} = torch.randn({shape}, dtype=torch.{node.dtype if node is not None else 'float64'}, "
-        f"requires_grad=True), or {name} = x.to(device).requires_grad_()"
+        f"requires_grad=True), or {name} = x.detach().to(device).requires_grad_() (a leaf, whatever x is)"
         if is_to else f"{name} = {name}.detach().requires_grad_() (a new leaf with the same values), or for a "
         f"parameter made so, {name} = (torch.randn({shape}) * scale).requires_grad_()"
     )

@@ -18,7 +18,7 @@ from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
-from .modules import attribute_path, frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_owner
+from .modules import attribute_path, frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_hint
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
 from .norequire import frozen_with_grad, not_required
@@ -182,6 +182,8 @@ def _explain_recorded(
     ran = backward_ran(view, roots, trace)
     hints: dict[str, Any] = {"moved_after": frozenset(moved)}
     hints["stale_optimizer"] = stale_hint(live, optimizer, frame)
+    owner = unregistered_hint(live, optimizer, frame_modules(frame)) if live is not None and frame is not None else None
+    hints["unregistered"] = owner
     if live is not None and isinstance(live, torch.nn.Parameter):
         held = ([("module", trace._module)] if trace is not None and getattr(trace, "_module", None) is not None else [])
         tied = tied_names(live, held + (frame_modules(frame) if frame is not None else []))
@@ -412,11 +414,10 @@ def _explain_live(
             hints["code_lead"] = code_cut(frame, frame.f_lineno, own, live=dict(reversed(candidates)))
             if roots and all(r.is_leaf and r.requires_grad for r in roots) and roots[0] is not tensor:
                 hints["leaf_root"] = leaf_root_lead(frame, next((n for n, t in candidates if t is roots[0]), None), frame.f_lineno)
-        if frame is not None and tensor.is_leaf and tensor.requires_grad and (optimizer is not None or roots):
-            owner = unregistered_owner(tensor, frame_modules(frame))
-            if owner is not None and (optimizer is None or not in_optimizer(optimizer, tensor, None)):
-                hints["unregistered"] = (owner.sentence(), owner.fix())
-                names = {**(names or {}), owner.name: tensor}
+        owner = unregistered_hint(tensor, optimizer, frame_modules(frame)) if frame is not None and (optimizer is not None or roots) else None
+        if owner is not None:
+            hints["unregistered"] = owner
+            names = {**(names or {}), owner.name: tensor} if owner.name else names
         if frame is not None and not tensor.is_leaf:
             own = next((n for n, t in candidates if t is tensor), None)
             hints["rebind"] = rebinding(frame, own)
@@ -520,11 +521,10 @@ def analyse(
         reached_answer(a, d)
     if hints.get("ctx_changed"):  # (the Function reaches the tensor: the path is intact)
         d.fault_op, d.fault_node, d.fix = add_ctx_change(g, hints["ctx_changed"][0], d.reasons, d.sentences)
-    unregistered = hints.get("unregistered")
-    if unregistered and requires_grad and is_leaf:
+    if (owner := hints.get("unregistered")) and requires_grad and is_leaf:
         d.reasons.append("unregistered_module")
-        d.sentences.append(unregistered[0])
-        d.fix = unregistered[1]
+        d.sentences.append(owner.sentence())
+        d.fix, d.cut = owner.fix(), getattr(owner, "as_cut", lambda: d.cut)()  # (a layer made in forward: its line)
     if optimizer is not None and requires_grad and is_leaf and not in_optimizer(optimizer, live, node):
         d.reasons.append("not_in_optimizer")
         d.sentences.append(f"Note: {who} is not among the optimizer's parameters, so optimizer.step() never updates it"

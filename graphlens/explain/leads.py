@@ -38,7 +38,14 @@ def _spine_cuts(value: ast.AST) -> list[tuple[str, ast.AST]]:
     node: ast.AST | None = value
     while node is not None:
         nxt = None
-        if isinstance(node, ast.Compare):
+        if isinstance(node, ast.BinOp):
+            # (a + b.item(): an operand made a Python number is no tensor's result; its value carries no gradient)
+            for side in (node.left, node.right):
+                inner = _spine_cuts(side)
+                if inner and inner[0][0] in _NUMBER_EXITS:
+                    found.append(inner[0])
+                    break
+        elif isinstance(node, ast.Compare):
             found.append((_COMPARISONS.get(type(node.ops[0]), "comparison"), node))
         elif isinstance(node, ast.Subscript):
             inner = node.value
@@ -71,6 +78,23 @@ def _spine_cuts(value: ast.AST) -> list[tuple[str, ast.AST]]:
                 nxt = f.value  # a method: its receiver is on the spine
         node = nxt
     return found
+
+
+#: Calls that hand a tensor's value out as Python numbers.
+_NUMBER_EXITS = frozenset({"item", "tolist", "numpy"})
+
+
+def _value_names(value: ast.AST) -> list[str]:
+    """The variables ``value`` is computed from, left to right, without those used only as an
+    index (``log_probs[0, top_i]``: ``top_i`` picks an element, the value is ``log_probs``'s) or
+    as a keyword's value (``dim=d``)."""
+    skip: set[int] = set()
+    for node in ast.walk(value):
+        if isinstance(node, ast.Subscript):
+            skip.update(id(n) for n in ast.walk(node.slice))
+        elif isinstance(node, ast.Call):
+            skip.update(id(n) for k in node.keywords for n in ast.walk(k.value))
+    return list(dict.fromkeys(n.id for n in ast.walk(value) if isinstance(n, ast.Name) and id(n) not in skip))
 
 
 def _keyword_is(call: ast.Call, arg: str, value) -> bool:
@@ -219,6 +243,10 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
         return None
     scope = _scope_of(tree, lineno)
     functions = {n.name: n for n in getattr(tree, "body", ()) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    # (a method of a class of the file, called as obj.name(): followed where one class alone defines that name)
+    defs = [m for c in getattr(tree, "body", ()) if isinstance(c, ast.ClassDef) for m in c.body
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods = {m.name: m for m in defs if sum(d.name == m.name for d in defs) == 1}
     assigns: dict[str, list[tuple[int, ast.AST]]] = {}
     shown: dict[tuple[str, int], str] = {}  # (variable, line) -> what the line assigns, when it is an entry of it
     lineno += through  # (the statements before this bound are read: with through, the line itself too)
@@ -296,26 +324,17 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
             )
             return Cut("cut_by_no_grad", "no_grad", None, var, ln, text_line, text, (), known=False)
         calls = _spine_cuts(value)
-        if not calls and isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in functions:
-            # A function of the same file: what it returns (one level down), then what that is made from there.
-            for ret in ast.walk(functions[value.func.id]):
-                if isinstance(ret, ast.Return) and ret.value is not None:
-                    inner = _spine_cuts(ret.value)
-                    if inner:
-                        calls = inner
-                        ln = ret.lineno
-                        chain = chain + [f"{value.func.id}()"]
-                        break
-                    if depth < 2:
-                        found = [c for sub in dict.fromkeys(n.id for n in ast.walk(ret.value) if isinstance(n, ast.Name))
-                                 if (c := _code_cut(None, ret.lineno, sub, None, filename, depth + 1)) is not None]
-                        # (a flag switched on after the forward is the cause: a detach() that made the leaf is then right)
-                        found.sort(key=lambda c: c.kind != "requires_grad_set_late")
-                        if found:
-                            return found[0]._replace(text=found[0].text.replace(
-                                "graphlens read your code (not the graph): ",
-                                f"graphlens read your code (not the graph): {root} is what {value.func.id}() returns "
-                                f"(line {ret.lineno}), and inside it ", 1))
+        called = _callee(value, functions, methods)
+        if not calls and called is not None:
+            # A function (or method) of the same file: what it returns (one level down, through the calls it
+            # returns the result of), then what that is made from there.
+            found = _follow(called, functions, methods, filename, depth)
+            if isinstance(found, Cut):
+                return found._replace(text=found.text.replace(
+                    "graphlens read your code (not the graph): ", f"graphlens read your code (not the graph): {root} is what ", 1))
+            if found is not None:
+                calls, ln, names = found
+                chain = chain + [f"{n}()" for n in names]
         if calls:
             name, node = calls[0]  # the outermost step is the closest to the result
             kind = _kind_of(name, node)
@@ -335,11 +354,48 @@ def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | 
             )
             op = {"grad_attr": "grad", "checkpoint": "checkpoint"}.get(name, name)
             return Cut(kind, op, None, var if not chain[-1].endswith("()") else chain[-2], ln, text_line, text, (), known=False)
-        for sub in ast.walk(value):
-            if isinstance(sub, ast.Name) and (sub.id, ln) not in seen:
-                queue.append((sub.id, ln, chain + ([sub.id] if sub.id != var else [])))
+        for sub in _value_names(value):
+            if (sub, ln) not in seen:
+                queue.append((sub, ln, chain + ([sub] if sub != var else [])))
     return None
 
+
+
+def _callee(value: ast.AST, functions: dict, methods: dict) -> ast.AST | None:
+    """The definition in the file of the function (``f(...)``) or method (``obj.m(...)``) ``value`` calls."""
+    f = value.func if isinstance(value, ast.Call) else None
+    return functions.get(f.id) if isinstance(f, ast.Name) else methods.get(f.attr) if isinstance(f, ast.Attribute) else None
+
+
+def _follow(called: ast.AST, functions: dict, methods: dict, filename: str, depth: int, hops: int = 0):
+    """What ``called`` returns: ``(cuts, line, names of the functions followed)`` when a return's own
+    expression makes a cut, a :class:`Cut` (its text to be completed with "<root> is what ") found
+    among the variables a return is made from, or None."""
+    for ret in ast.walk(called):
+        if not (isinstance(ret, ast.Return) and ret.value is not None):
+            continue
+        inner = _spine_cuts(ret.value)
+        if inner:
+            return inner, ret.lineno, [called.name]
+        nxt = _callee(ret.value, functions, methods)
+        if nxt is not None and nxt is not called and hops < 3:  # (return agent.train(): into that method)
+            found = _follow(nxt, functions, methods, filename, depth, hops + 1)
+            if isinstance(found, Cut):
+                return found._replace(text=found.text.replace(
+                    "graphlens read your code (not the graph): ",
+                    f"graphlens read your code (not the graph): {called.name}() returns (line {ret.lineno}), which is what ", 1))
+            if found is not None:
+                return found[0], found[1], [called.name] + found[2]
+        if depth < 2:
+            found = [c for sub in _value_names(ret.value)
+                     if (c := _code_cut(None, ret.lineno, sub, None, filename, depth + 1)) is not None]
+            # (a flag switched on after the forward is the cause: a detach() that made the leaf is then right)
+            found.sort(key=lambda c: c.kind != "requires_grad_set_late")
+            if found:
+                return found[0]._replace(text=found[0].text.replace(
+                    "graphlens read your code (not the graph): ",
+                    f"graphlens read your code (not the graph): {called.name}() returns (line {ret.lineno}), and inside it ", 1))
+    return None
 
 
 def _never_ran(scope: ast.AST, frame, ln: int) -> bool:

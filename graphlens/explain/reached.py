@@ -51,19 +51,20 @@ def reached_answer(a: Asked, d: Draft) -> None:
         value = f" ({shown})" if shown else ""
         verb = "reach" if " and " in (root_name or "") else "reaches"
         d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} {verb} it through {chain}.")
-        if zero and node is not None and node.grad is not None and node.grad.max == 0 and node.grad.min == 0:
+        if zero and node is not None and _all_zero(node, a.live):
             op = view.o(zero[0]).name
             d.reasons.append("zero_derivative")
             d.fact(zero[0], "op", op)
             d.sentences.append(
-                f"It is zero because {op} is on every path: that operation's derivative is zero almost everywhere "
+                f"It is zero because {op}{_at(view.o(zero[0]))} is on every path: that operation's derivative is zero almost everywhere "
                 f"(a step function), so no gradient passes it."
             )
             d.fix = (
-                "Use a differentiable stand-in on the way (a straight-through estimator: y = x + (x.round() - x).detach(), "
-                "or a smooth approximation) if the gradient should pass."
+                f"Give the loss the values from before {view.o(zero[0]).forward or op} (round, threshold or quantise only "
+                f"for metrics such as accuracy); if training must see the stepped values, use a differentiable stand-in "
+                f"(a straight-through estimator: y = x + (x.round() - x).detach(), or a smooth approximation)."
             )
-            d.cut = Cut("zero_derivative", op, zero[0], None, None, None, d.sentences[-1])
+            d.cut = Cut("zero_derivative", op, zero[0], None, view.o(zero[0]).line, view.o(zero[0]).code, d.sentences[-1])
         if node is not None and node.dtype.startswith("complex"):
             d.sentences.append(
                 "For a complex tensor PyTorch gives the conjugate Wirtinger derivative (the conjugate of df/dz for a "
@@ -100,7 +101,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
         if summed:
             passes, first_before = summed
             d.sentences.append(
-                f"It holds a sum: the trace saw {len(passes)} backward passes add to {a.grad_of} "
+                f"It holds a sum: the trace saw {len(passes)} backward pass{'es' if len(passes) != 1 else ''} add to {a.grad_of} "
                 f"(passes {', '.join(str(p + 1) for p in passes)})"
                 + (f", and it already held {first_before} when the first of them began" if first_before else "")
                 + ", with nothing clearing it in between: PyTorch adds each new gradient to .grad, it does not replace it."
@@ -172,14 +173,45 @@ def reached_answer(a: Asked, d: Draft) -> None:
             d.reasons.append("zero_derivative")
             d.fact(zero[0], "op", op)
             d.sentences.append(
-                f"That gradient will be zero: every path from {root_name} to {who} passes {op}, whose derivative is zero "
+                f"That gradient will be zero: every path from {root_name} to {who} passes {op}{_at(view.o(zero[0]))}, whose derivative is zero "
                 f"almost everywhere (a step function)."
             )
             d.fix = (
                 f"Call {a.backward}; if {who} should learn through {op}, use a differentiable stand-in there (a "
                 f"straight-through estimator: y = x + (x.round() - x).detach(), or a smooth approximation)."
             )
-            d.cut = Cut("zero_derivative", op, zero[0], None, None, None, d.sentences[-1])
+            d.cut = Cut("zero_derivative", op, zero[0], None, view.o(zero[0]).line, view.o(zero[0]).code, d.sentences[-1])
+
+
+def _at(op) -> str:
+    """`` (line 12: y = x.round())`` where a trace saw the call, else nothing."""
+    return f" (line {op.line}: {op.code})" if op.line is not None and op.code else ""
+
+
+def _all_zero(node, live) -> bool:
+    """Whether the recorded ``.grad`` of ``node`` is all zeros: from its record where that holds
+    the smallest and largest values, else (a record of a large tensor keeps only a head) from
+    the live tensor's ``.grad`` while its head is still the one recorded."""
+    g = node.grad
+    if g is None:
+        return False
+    if g.min is not None and g.max is not None:
+        return g.min == 0 and g.max == 0
+    if not g.head or any(v != 0 for v in g.head) or live is None:
+        return False
+    from .._live.guard import quiet
+
+    try:
+        with quiet():  # (a read of graphlens's own: no mode or trace of the user's sees it)
+            grad = live.grad
+            if grad is None or tuple(grad.shape) != tuple(g.shape) or grad.is_sparse:
+                return False
+            flat = grad.detach().reshape(-1)
+            if tuple(flat[:len(g.head)].tolist()) != tuple(g.head):
+                return False
+            return not bool(flat.any())
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read: not known to be zero
+        return False
 
 
 def _ways(n: int) -> str:
