@@ -145,8 +145,8 @@ def anomaly_nan(message, match, g, trace, ctx: Context) -> Explanation:
     masked = fn is not None and any(type(p).__name__ in _MASKS for p in parents.get(id(fn), ()))
     if masked:
         sentences.append(
-            f"{out_name or 'Its result'} is masked afterwards, but a mask after the operation does not stop this: the "
-            f"masked positions still get a gradient (0), and 0 divided by 0 (or times infinity) is NaN."
+            f"{out_name or 'Its result'} is indexed or masked afterwards; where that leaves a position out, it does not stop "
+            f"this: the position still gets a gradient (0), and 0 divided by 0 (or times infinity) is NaN."
         )
     if finite:
         fix = ("Find the node before it that sent inf (run the code under graphlens.trace() and ask "

@@ -20,6 +20,7 @@ from .nonfinite_backward import backward_answer as _backward_answer, changed_aft
     origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer, \
     diverged as _diverged
 from .nonfinite_links import hidden_by_exp
+from .nonfinite_rules import masked_product
 from .nonfinite_causes import ATTENTIONS, FILLS, SOFTMAXES, Cause, Links, bad, base, forward_cause, index, kind, live_as_recorded, value_at, \
     masked_softmax_cause
 from .nonfinite_text import GUARD as _GUARD, data_path as _path, first_bad as _at, is_text as _is, occurrence as _occurrence, \
@@ -142,7 +143,7 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         asked, asked_id = grad_of[0], grad_of[1].id
     else:
         head, asked, asked_id = head or _is(who, node.value, node.shape), who, node.id
-    at, bad_value = _read_at(g, links, first) or _at(first.value)
+    at, bad_value = links.read_at(first) or _at(first.value)
     asked_at, kept = _at(node.value)[0], None
     if asked_at != at and first.id in links.kept_from(node.id, asked_at):
         # (the asked element is one an assignment left as the target held it: that element of it)
@@ -212,38 +213,14 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
         codes.append("nonfinite_parameter")  # (a parameter written in place: an optimizer step made the value)
     if cause.code == "masked_infinity" and "so it is label_smoothing" in cause.why:
         codes.append("label_smoothing")
-    return Explanation(codes, [s1, cause.why], fix=cause.fix, path=_path(links, first.id, node.id) + (maker,), op=fwd,
+    mp = masked_product(g, links, bad_ids, first, kind(_at(node.value)[1]) == "NaN") or ("", "")  # (inf times a 0 of a mask)
+    why, fix = cause.why + mp[0], cause.fix + mp[1]
+    return Explanation(codes, [s1, why], fix=fix, path=_path(links, first.id, node.id) + (maker,), op=fwd,
                        line=op.code, lineno=op.line, cause=maker, facts=[(maker, "op", fwd)],
                        **common)
 
 
 _CLASS_LOSSES = ("cross_entropy", "nll_loss")
-
-
-def _read_at(g: Graph, links: Links, t: TensorNode) -> tuple | None:
-    """Where in ``t`` (an embedding table) the non-finite value that went on was: the row the
-    first non-finite lookup read, not the table's first non-finite element (a NaN in a row no
-    batch reads is not the one the loss was computed from)."""
-    if len(t.shape) != 2 or not t.shape[1]:
-        return None
-    for c in links.consumers.get(t.id, ()):
-        if base(g.node(c).forward) != "embedding":
-            continue
-        ins = links.forward_inputs(c)
-        outs = list(links.made.get(c, {}).values())
-        idx = next((i for i in ins if i != t.id), None)
-        if idx is None or not outs or not bad(g.node(outs[0]).value):
-            continue
-        out = g.node(outs[0]).value
-        width = t.shape[1]
-        k = out.nonfinite_at // width if out.nonfinite_at is not None else None
-        head = g.node(idx).value.head if g.node(idx).value is not None else None
-        if k is None or not head or k >= len(head) or type(head[k]) is not int:
-            continue
-        row = head[k] if head[k] >= 0 else head[k] + t.shape[0]
-        v = out.head[out.nonfinite_at] if out.head and out.nonfinite_at < len(out.head) else out.nonfinite_value
-        return row * width + out.nonfinite_at % width, v
-    return None
 
 
 def _smoothed(g: Graph, links: Links, bad_ids: list, fill: str, cause: Cause) -> Cause:
@@ -477,6 +454,15 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
         fix = (f"Reset the statistics ({module}.reset_running_stats(), then run training batches to fill them again, or "
                f"load them from a good checkpoint), and trace the training steps to find the batch that made them "
                f"non-finite; check torch.isfinite(x).all() for each training batch.")
+        code = "nonfinite_input"
+    elif not first.made_by and not first.is_parameter and re.fullmatch(r"[A-Za-z_]\w*(\.\w+)+", fname or ""):
+        owner, attr = fname.rsplit(".", 1)  # (a tensor a module or object keeps: a buffer, or an attribute set when it was built)
+        s1 = (f"{intro} is a tensor the module {owner} keeps ({attr}: a buffer, or an attribute), which already held {what} "
+              f"at {fname}{pos} when the trace first saw it: it was computed before the block, when {owner} was built (its "
+              f"__init__) or since.")
+        fix = (f"Find where {fname} is computed (register_buffer('{attr}', ...) or self.{attr} = ... in {owner}'s class) and "
+               f"why it is NaN or inf there: check torch.isfinite({fname}).all() right after {owner} is built; replacing the "
+               f"values (torch.nan_to_num) would hide a wrong computation.")
         code = "nonfinite_input"
     else:
         if first.made_by:

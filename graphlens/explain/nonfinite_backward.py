@@ -11,7 +11,7 @@ from ..graph import Graph, TensorNode
 from ..values import Summary, format_number, same_head
 from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
 from .nonfinite_derivatives import backward_cause
-from .nonfinite_text import SELECTING as _SELECTING, cap as _cap, first_bad as _at, infinite as _infinite, is_text as _is, \
+from .nonfinite_text import cap as _cap, first_bad as _at, infinite as _infinite, is_text as _is, \
     occurrence as _occurrence, same_line as _same, values_text as _values, versions as _versions, where_text as _where
 from .types import Explanation
 
@@ -120,7 +120,10 @@ def _origin(g: Graph, links: Links, step: "Step", toward: set | None) -> dict:
             users = [g.node(c).forward for c in links.consumers.get(out_t, ()) if g.node(c).forward]
             # (an op that selects elements leaves the others out; an arithmetic one used the element, and its
             # derivative there was 0: say only where the 0 came from)
-            by = (f" ({users[0]} did not use that element)" if base(users[0]) in _SELECTING else f" (from {users[0]})") if users else ""
+            # (a class loss sends 0 only where it did not use the element; for any other selection, an indexing
+            # among them, a 0 may come from the gradient it received: only where the 0 came from is said)
+            by = ((f" ({users[0]} did not use that element)" if base(users[0]) in _UNUSED_IF_ZERO else f" (what {users[0]} sent "
+                   f"back there)") if users else "")
             extra = (f" The gradient that arrived at {pos or 'that element'} was 0{by}, but 0 times {'a NaN' if domain else 'an infinite'} "
                      f"derivative is NaN: masking or selecting after the op cannot stop it.")
             fix = fix + (" before the op" if "log_softmax" not in fix else "")
@@ -169,7 +172,8 @@ def _rounded_clamp(g: Graph, links: Links, tid: str, value: Any) -> tuple[str, s
                         f"{format_number(e.value, 8)} rounds to {format_number(held, 8)}, so it left {format_number(held, 8)} "
                         f"in place.",
                         f"use a bound {dtype} can hold (torch.finfo(torch.{dtype}).eps away from the limit: "
-                        f"1 - torch.finfo(torch.{dtype}).eps for a probability), or compute this part in float32")
+                        f"1 - torch.finfo(torch.{dtype}).eps for a probability), or compute this part in "
+                        f"{'float64' if dtype == 'float32' else 'float32'}")
     return None
 
 
@@ -192,6 +196,10 @@ def _through(g: Graph, links: Links, op: str, k: int, hops: int = 3) -> tuple[st
         if target is not None:
             return target, first
     return None, first
+
+
+#: Ops whose gradient is 0 at an element exactly when they did not use it (a class loss picks the target's).
+_UNUSED_IF_ZERO = frozenset({"nll_loss", "nll_loss_nd", "nll_loss2d", "cross_entropy"})
 
 
 def _pick(g: Graph, links: Links, op_id: str, sent: Summary | None, shape: tuple) -> tuple[int | None, Any, str | None]:
@@ -590,7 +598,7 @@ def grad_call_answer(g: Graph, links: Links, first: TensorNode, s0: str, steps: 
             return None
         call = f" at line {first.line} ({first.code})" if first.line and first.code else ""
         return _call_answer(g, links, found[:1], f"{s0}: torch.autograd.grad{call} handed it back from backward call {p + 1} of "
-                            f"tr.replay().", ["nonfinite_backward"], common)
+                            f"tr.replay().", ["nonfinite_backward"], common, steps)
     return None
 
 
@@ -612,15 +620,26 @@ def created_answer(g: Graph, links: Links, first: TensorNode, maker: str, s0: st
         return None
     return _call_answer(g, links, found, f"{s0}: {g.node(maker).name} made it during backward call {found[0].backward + 1} "
                         f"of tr.replay(), a gradient computed with create_graph=True (backward nodes computed it, and the "
-                        f"result carries their graph).", ["nonfinite_forward", "nonfinite_backward"], common)
+                        f"result carries their graph).", ["nonfinite_forward", "nonfinite_backward"], common, steps)
 
 
-def _call_answer(g: Graph, links: Links, found: list, opening: str, codes: list, common: dict) -> Explanation:
+def _call_answer(g: Graph, links: Links, found: list, opening: str, codes: list, common: dict, steps: list) -> Explanation:
     """The answer of :func:`grad_call_answer` and :func:`created_answer`: ``opening`` (the call that
     made the value), then the first node of that call that sent a non-finite gradient from finite
-    ones (``found``: those nodes, in the engine's order), why, and how many more did."""
+    ones (``found``: those nodes, in the engine's order), why, and how many more did; where that
+    node only multiplied by a forward input that was already NaN or inf there, the forward answer
+    for that input (where it began)."""
     step = found[0]
     o = _origin(g, links, step, None)
+    t = g.node(o["tainted"]) if o["tainted"] is not None else None
+    e = _forward_answer(g, links, t, links.label(t.id), steps) if t is not None else None
+    if e is not None:
+        s1 = (f"{opening} In that call the first non-finite gradient came from {o['what']}{o['values']}. Its input "
+              f"{links.label(t.id)} was already {_tainted_at(g, links, t, o)} in the forward pass, and the backward carries "
+              f"that value into the gradient{_summed(g, step.op)}.")
+        return Explanation(codes + [c for c in e.reasons if c not in codes], [s1, *e.sentences], fix=e.fix,
+                           path=(step.op,) + tuple(e.path), op=e.op or o["op"], line=e.line if e.op else o["line"],
+                           lineno=e.lineno if e.op else o["lineno"], cause=e.cause, facts=e.facts, **common)
     s1 = f"{opening} In that call the first non-finite gradient came from {o['what']}{o['values']}."
     more = [f"{len(found) - 1} more node(s) of that call sent a non-finite gradient from finite ones too."] if len(found) > 1 else []
     return Explanation(codes + o["codes"], [s1, o["why"]] + more, fix=o["fix"], path=(step.op,), op=o["op"], line=o["line"],

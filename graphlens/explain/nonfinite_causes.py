@@ -176,6 +176,14 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 return Cause("division_by_zero", f"The denominator{shown} is 0 there, and {what}: {lost}",
                              f"Use an eps {g.node(den_id).dtype} can hold (1e-5 or larger in float16), or compute this part in "
                              f"float32 (.float() before it, and back with .to(dtype) after).", ("eps_too_small",))
+            root = _root_through_views(g, links, den_id)
+            if root is not None:  # (a length written as sqrt(sum(x * x)): eps after the root leaves its gradient NaN)
+                ro = g.node(root)
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there, and {what}: it is a square root"
+                             f"{_line(ro)}, 0 where what it takes the root of is 0 (the length of a zero vector).",
+                             f"Divide by ({b} + eps), and take the root safely too: torch.linalg.vector_norm(x, dim=...) "
+                             f"for a length (its gradient at a zero vector is 0), or torch.sqrt(s + eps) with the eps inside: "
+                             f"sqrt's derivative at 0 is infinite, so an eps added only after the root leaves the gradient NaN.")
             of = (f": {made} is 0 for a vector of zeros" if made in ("norm", "linalg_vector_norm", "vector_norm") else "")
             if name == "rsqrt":
                 fix = f"Keep the input of rsqrt away from 0: torch.rsqrt({b if den_id and _named_like(b) else 'x'} + eps)."
@@ -558,3 +566,23 @@ def safe_where_fix(fwd: str, x: str, mask: str, exp_like: bool) -> str:
 #: (for :mod:`graphlens.explain.nonfinite_derivatives`)
 squared, exponent = _squared, _exponent
 _named_like, _limit = named_like, limit
+
+
+#: Ops that keep the values they are given (a new shape, a copy): a denominator made by sqrt through them is that sqrt's.
+_KEEPS_VALUES = frozenset({"unsqueeze", "view", "reshape", "expand", "expand_as", "squeeze", "contiguous", "clone", "flatten"})
+
+
+def _root_through_views(g: Graph, links: Links, tid: str | None) -> str | None:
+    """The ``sqrt`` op that made ``tid``, directly or through ops that keep its values (None otherwise)."""
+    for _ in range(4):
+        op = links.maker.get(tid) if tid else None
+        if op is None:
+            return None
+        name = base(g.node(op).forward)
+        if name == "sqrt":
+            return op
+        ins = links.forward_inputs(op)
+        if name not in _KEEPS_VALUES or not ins:
+            return None
+        tid = ins[0]
+    return None

@@ -252,6 +252,31 @@ class Links:
             return node.variable
         return self.made.get(child[0], {}).get(child[1])
 
+    def read_at(self, t: TensorNode) -> tuple | None:
+        """Where in ``t`` (an embedding table) the non-finite value that went on was: the row the
+        first non-finite lookup read, not the table's first non-finite element (a NaN in a row no
+        batch reads is not the one the loss was computed from)."""
+        if len(t.shape) != 2 or not t.shape[1]:
+            return None
+        for c in self.consumers.get(t.id, ()):
+            if base(self.g.node(c).forward) != "embedding":
+                continue
+            ins = self.forward_inputs(c)
+            outs = list(self.made.get(c, {}).values())
+            idx = next((i for i in ins if i != t.id), None)
+            if idx is None or not outs or not bad(self.g.node(outs[0]).value):
+                continue
+            out = self.g.node(outs[0]).value
+            width = t.shape[1]
+            k = out.nonfinite_at // width if out.nonfinite_at is not None else None
+            head = self.g.node(idx).value.head if self.g.node(idx).value is not None else None
+            if k is None or not head or k >= len(head) or type(head[k]) is not int:
+                continue
+            row = head[k] if head[k] >= 0 else head[k] + t.shape[0]
+            v = out.head[out.nonfinite_at] if out.head and out.nonfinite_at < len(out.head) else out.nonfinite_value
+            return row * width + out.nonfinite_at % width, v
+        return None
+
     def label(self, tid: str | None) -> str:
         """What an answer calls a tensor: its variable name, the name of a later in-place version
         of it, else what made it (``log's result``), else its id."""

@@ -64,14 +64,29 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
     elif _attention_scores(g, links, op_id, name):
         parts.append("scale the attention scores before the softmax: divide q @ k.T by sqrt(head size), as "
                      "F.scaled_dot_product_attention does (or normalise q and k)")
+    elif (source := _huge_source(g, links, inputs, dtype)) is not None:
+        exp_op, x_t = source
+        e, xs = g.node(exp_op), links.label(x_t)
+        xv, ev = _largest(g.node(x_t).value), _largest(g.node(links.made.get(exp_op, {}).get(0, "")).value if links.made.get(exp_op) else None)
+        at = f" at line {e.line} ({e.code})" if e.line and e.code else ""
+        xs = xs if named_like(xs) else "its input"
+        why = (why[:-1] if why.endswith(".") else why) + (
+            f": its inputs were that large because {base(e.forward)}{at} made them, from {xs}"
+            + (f" = {format_number(xv, 4)}" if xv is not None else "")
+            + (f" (the result: {format_number(ev, 3)})" if ev is not None else "") + ".")
+        x = xs if named_like(xs) else "x"
+        parts.append(f"keep the input of {base(e.forward)} in range: torch.{base(e.forward)}({x}.clamp(max=...)) (for a "
+                     f"log-variance or a log-scale, clamp it, as VAEs bound a log-std, or predict it through F.softplus); find "
+                     f"out why {x} grew that large" + (" (a learning rate too high)" if trained(g, links, op_id) else ""))
     else:
         parts.append("scale the values down (normalise the inputs, " + ("a smaller learning rate or initialisation)" if trained(g, links, op_id)
                                                                        else "a smaller initialisation)"))
     if dtype == "float16" and wider is not False:
         if autocast:
+            recast = base(name) in _AUTOCAST_LOW  # (ops autocast runs in float16 whatever their inputs: matmuls, convs)
             parts.append(f"compute {name} in float32 outside autocast: with torch.autocast(device_type, enabled=False): "
-                         f"on .float() inputs (casting the inputs alone is undone: autocast runs {name} in float16 again); "
-                         f"or autocast to torch.bfloat16, which has float32's range")
+                         f"on .float() inputs" + (f" (casting the inputs alone is undone: autocast runs {name} in float16 "
+                         f"again)" if recast else "") + "; or autocast to torch.bfloat16, which has float32's range")
         else:
             parts.append(f"compute {name} in float32 (on .float() inputs)")
     fix = "; ".join(parts)
@@ -82,7 +97,46 @@ def overflow_cause(g: Graph, links: Links, op_id: str, name: str, inputs: list[s
     return Cause("overflow", why, fix)
 
 
+#: Ops that turn a moderate input into a huge result.
+_GROWERS = frozenset({"exp", "exp2", "expm1", "cosh", "sinh"})
+
+
+def _largest(v) -> float | None:
+    """The largest finite magnitude a recorded value's head shows (None: none shown)."""
+    nums = [abs(x) for x in (v.head or ()) if type(x) in (int, float) and math.isfinite(x)] if v is not None else []
+    return max(nums) if nums else None
+
+
+def _huge_source(g: Graph, links: Links, inputs: list[str], dtype: str) -> tuple[str, str] | None:
+    """``(op, its input)``: the exp-like op that made the huge finite values ``inputs`` of an
+    overflowing op hold, from a moderate input, found by following the huge values up through
+    the ops that carried them (a few hops; None when the records do not show it)."""
+    try:
+        big = float(torch.finfo(getattr(torch, dtype)).max) ** 0.4
+    except (AttributeError, TypeError):
+        return None
+    huge = lambda t: (_largest(g.node(t).value) or 0.0) >= big  # noqa: E731
+    frontier, seen = [t for t in inputs if huge(t)], set()
+    for _ in range(8):
+        nxt = []
+        for t in frontier:
+            op = links.maker.get(t)
+            if t in seen or op is None:
+                continue
+            seen.add(t)
+            ins = links.forward_inputs(op)
+            if base(g.node(op).forward) in _GROWERS and ins and not huge(ins[0]) and _largest(g.node(ins[0]).value) is not None:
+                return op, ins[0]
+            nxt += [i for i in ins if huge(i)]
+        frontier = nxt
+    return None
+
+
 _MATMULS = {"matmul", "bmm", "mm", "baddbmm", "einsum", "__matmul__", "matmul_"}
+#: Ops autocast casts to its lower precision whatever their inputs' dtype (an elementwise op, mul, is not one).
+_AUTOCAST_LOW = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "conv1d", "conv2d", "conv3d",
+                           "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu", "__matmul__", "einsum",
+                           "scaled_dot_product_attention", "addmv", "mv", "chain_matmul", "linalg_multi_dot"})
 
 
 def _attention_scores(g: Graph, links: Links, op_id: str, name: str) -> bool:

@@ -15,9 +15,9 @@ import torch
 
 from ..graph import Graph, TensorNode
 from ..values import format_number
-from .nonfinite_links import Cause, Links, base, live_as_recorded, named_like, trained
+from .nonfinite_links import Cause, Links, bad, base, live_as_recorded, named_like, trained
 
-__all__ = ["exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
+__all__ = ["masked_product", "exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
 #: Ops whose non-finite result from finite inputs can only be an overflow: sums, products, powers,
 #: exponentials, casts and the layers made of them.  Any other op (a log inside, an inverse, a
@@ -306,4 +306,36 @@ def underflowed_exp(g: Graph, links: Links, tid: str | None, hops: int = 3) -> s
             if name in _MIXERS or name in _THROUGH or name == "neg":
                 nxt += links.forward_inputs(op)
         frontier = nxt
+    return None
+
+
+#: Ops whose result is a mask (bool, or 0/1 once cast).
+_MASKERS = frozenset({"ge", "gt", "le", "lt", "eq", "ne", "__ge__", "__gt__", "__le__", "__lt__", "__eq__", "__ne__", "__and__",
+                      "__or__", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or", "isfinite", "isnan",
+                      "__invert__"})
+
+
+def masked_product(g: Graph, links: Links, bad_ids: list, first: TensorNode, nan_asked: bool) -> tuple[str, str] | None:
+    """``(sentence, fix)`` where an infinity (``first``, the earliest non-finite value) became the
+    asked NaN in a multiplication by a mask (``x * mask``): 0 × inf is NaN where the mask is 0,
+    and selecting with ``torch.where`` keeps the masked positions finite.  None otherwise."""
+    head = first.value.head if first.value is not None else None
+    if not nan_asked or not head or any(type(v) is float and v != v for v in head):
+        return None  # (the first value must hold infinities only: a NaN of its own is its own answer)
+    for t in bad_ids:
+        op = links.maker.get(t)
+        if op is None or base(g.node(op).forward) not in ("mul", "__mul__", "__rmul__"):
+            continue
+        ins = links.forward_inputs(op)
+        masks = [m for m in ins if g.node(m).dtype == "bool" or links.made_by(m) in _MASKERS]
+        others = [x for x in ins if x not in masks and bad(g.node(x).value)]
+        out = g.node(t).value
+        if len(ins) != 2 or not masks or not others or out is None or not any(type(v) is float and v != v for v in (out.head or ())):
+            continue
+        o, m, x = g.node(op), links.label(masks[0]), links.label(others[0])
+        at = f" at line {o.line} ({o.code})" if o.line and o.code else ""
+        m, x = (m if named_like(m) else "mask"), (x if named_like(x) else "x")
+        return (f" Then the multiplication by the mask {m}{at} made the NaN: where {m} is 0 (False) and {x} is inf, 0 × inf "
+                f"is NaN, so masking by multiplying does not hide the infinity.",
+                f" To drop the masked positions whatever they hold, select instead of multiplying: torch.where({m}, {x}, 0).")
     return None
