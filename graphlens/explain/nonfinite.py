@@ -461,7 +461,8 @@ def _without_maker(g: Graph, links: Links, node: TensorNode, first: TensorNode, 
               f"at {fname}{pos} when the trace first saw it: it was computed before the block, when {owner} was built (its "
               f"__init__) or since.")
         fix = (f"Find where {fname} is computed (register_buffer('{attr}', ...) or self.{attr} = ... in {owner}'s class) and "
-               f"why it is NaN or inf there: check torch.isfinite({fname}).all() right after {owner} is built; replacing the "
+               f"why it is NaN or inf there: check torch.isfinite({fname}).all() right after {owner} is built, or build it "
+               f"inside graphlens.trace() and ask about it: the trace names the op that made the value; replacing the "
                f"values (torch.nan_to_num) would hide a wrong computation.")
         code = "nonfinite_input"
     else:

@@ -56,3 +56,11 @@ def test_enough_timesteps_give_a_finite_schedule():
     """With 1000 timesteps (the maintainer's advice) the buffers are finite."""
     d = GaussianDiffusion(timesteps=1000)
     assert torch.isfinite(d.sqrt_alphas_cumprod).all() and torch.isfinite(d.sqrt_one_minus_alphas_cumprod).all()
+
+
+def test_built_inside_a_trace_the_buffer_names_the_root_of_a_negative():
+    """What the fix suggests: the module built inside a trace, the buffer's answer is sqrt of a negative alphas_cumprod, at its line."""
+    with gl.trace() as tr:
+        diffusion = GaussianDiffusion(timesteps=10)
+    expect(gl.explain(diffusion.sqrt_alphas_cumprod, tr), reasons=("invalid_domain",), op="sqrt", line="torch.sqrt(alphas_cumprod)",
+           says=("alphas_cumprod",))
