@@ -79,8 +79,9 @@ class FrameNotes:
             del frame
 
     def note_factory(self, i: int) -> None:
-        """Record ``i`` was made by a factory (``torch.full``) holding NaN or inf: the innermost
-        line of the user's code that called it, when that is not the block's own line."""
+        """Record ``i`` was made by a factory (``torch.full``) holding NaN or inf, or as a new leaf that
+        requires grad (``torch.tensor(v, requires_grad=True)``): the innermost line of the user's code
+        that called it, when that is not the block's own line."""
         frame = self._outside_libraries(user_frame(2))
         try:
             if frame is not None and frame is not self.frame:

@@ -562,8 +562,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                 i = self.new_tensor(t, None, 0, None, region)
                 self.made[i] = made_by
                 h = recs[i][_HEAD]
-                if h is not None and _not_finite(h):
-                    self.note_factory(i)  # (rare: a fill with NaN or inf, where the user's code made it)
+                if (h is not None and _not_finite(h)) or recs[i][_REQUIRES_GRAD]:
+                    self.note_factory(i)  # (rare: a fill with NaN or inf, or a new leaf that requires grad: the user's own line)
             return
         forward = _FUNC_NAMES.get(func) or func_name(func)
         new_node = False

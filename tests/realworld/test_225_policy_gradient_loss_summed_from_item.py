@@ -78,3 +78,13 @@ def test_an_index_is_not_followed_as_the_value():
     loss = -F.log_softmax(output, dim=1)[0, tokens[1]]
     loss.backward()
     expect(gl.explain(generator.decoder.weight, loss), reason="grad_ok")
+
+
+def test_traced_dates_the_new_leaf_at_its_own_line_and_names_the_item():
+    """Traced: the leaf torch.tensor made inside policy_gradient is said at that line (not the block's call), and the .item() line is named."""
+    torch.manual_seed(0)
+    generator = Generator()
+    with gl.trace() as tr:
+        policy_gradient(generator, ["<CC(=O)N>", "<C1CC1O>"])
+    expect(gl.explain(generator.decoder.weight, tr), reasons=("cut_by_python_value",), op="tensor",
+           line="torch.tensor(rl_loss / len(trajectories), requires_grad=True)", says=(".item() * discounted_reward",))
