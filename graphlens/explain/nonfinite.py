@@ -173,9 +173,11 @@ def _forward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: l
     if hidden is not None:  # (log of a sum of exps of -inf: the -inf came first, exp(-inf) = 0 only hid it)
         inner = _forward_answer(g, links, hidden, links.label(hidden.id), steps)
         if inner is not None:
+            hid = links.made_by(links.forward_inputs(maker)[0])  # (sum: a sum of exps; sigmoid or exp: taken directly)
+            what_was = "a sum of exps that was 0: the exps there" if hid in ("sum", "mean") else f"a {hid} that was 0: the {hid} there"
             s0 = (f"{head} because {links.label(first.id)}{index(first.shape, at)} is {kind(bad_value)}, made by {fwd}"
-                  f"{_where(op.line, op.code)} of a sum of exps that was 0: the exps there received -inf, not finite numbers "
-                  f"far below 0, so the value was already not finite before them (exp(-inf) = 0 only hid it on the way).")
+                  f"{_where(op.line, op.code)} of {what_was} received -inf, not a finite number far below 0, so the value "
+                  f"was already not finite before ({hid if hid not in ('sum', 'mean') else 'exp'}(-inf) = 0 only hid it on the way).")
             return Explanation(list(inner.reasons), [s0, *inner.sentences], fix=inner.fix,
                                path=tuple(inner.path) + _path(links, first.id, node.id), op=inner.op, line=inner.line,
                                lineno=inner.lineno, cause=inner.cause, facts=inner.facts, tensor_name=asked, tensor_id=asked_id,

@@ -17,9 +17,9 @@ import torch
 from ..graph import Graph, OpNode, TensorNode
 from ..values import format_number
 from .nonfinite_links import ATTENTIONS, CASTS as _CASTS, CONTRACTIONS, DIVS as _DIVS, FILLS, HALF as _HALF, SOFTMAXES, Cause, \
-    Links, bad, base, index, kind, limit, live_as_recorded, named_like, position, positional, value_at
+    Links, bad, base, index, kind, limit, live_as_recorded, named_like, position, positional, value_at, value_read
 from .nonfinite_overflow import exp_floor as _exp_floor, overflow_cause as _overflow, saturated as _saturated
-from .nonfinite_rules import arithmetic, exact_cause, largest, underflowed_exp
+from .nonfinite_rules import all_positive, arithmetic, exact_cause, factors_per_product, largest, underflowed_exp
 
 __all__ = ["Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "masked_softmax_cause", "live_as_recorded", "base", "forward_cause", "safe_where_fix", "named_like", "squared", "exponent", "limit"]
 
@@ -49,7 +49,7 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
     fwd = op.forward or op.name or op_id
     name = base(fwd)
     inputs = links.forward_inputs(op_id)
-    vals = [value_at(g.node(t).value, at, out.shape) if positional(fwd) else None for t in inputs]
+    vals = [value_read(g, t, at, out.shape) if positional(fwd) else None for t in inputs]  # (past a head: the live value)
     nums = [v for v in vals if type(v) in (float, int)]
     inf = type(bad_value) is float and bad_value in (float("inf"), float("-inf"))
     if name in _LOGS:
@@ -68,6 +68,19 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                          "and log(0) = -inf.",
                          "Use F.logsigmoid(z) instead of torch.log(torch.sigmoid(z)) (and F.logsigmoid(-z) for "
                          "log(1 - sigmoid(z))); for a loss, F.binary_cross_entropy_with_logits takes the logits directly.")
+        if src in ("prod", "cumprod") and bad_value == float("-inf"):
+            factors = links.forward_inputs(links.maker[inputs[0]])
+            dtype, n = g.node(inputs[0]).dtype, factors_per_product(g, factors[0] if factors else None, inputs[0])
+            many = f" ({n} factors in each product here)" if n else ""
+            sum_logs = (f"sum the logs instead of taking the log of the product: torch.log(x).sum(dim) (x.log().sum(-1)), "
+                        f"which stays finite; a clamp before the log would give a wrong value and no gradient")
+            if all_positive(g, factors):
+                return Cause("log_of_zero", f"The product it takes the {name} of is 0 there, though every factor is above 0: "
+                             f"a product of many factors below 1 underflows to exactly 0 in {dtype}{many}, and {name}(0) = "
+                             f"-inf.", sum_logs[0].upper() + sum_logs[1:] + ".", ("underflow",))
+            return Cause("log_of_zero", f"The product it takes the {name} of is 0 there, and {name}(0) = -inf: either a factor "
+                         f"is 0, or the factors are all above 0 and their product underflowed to 0 in {dtype}{many} (the "
+                         f"records do not say which).", f"If the factors are positive, {sum_logs}; if one is 0, find why.")
         if src == "rsub" and bad_value == float("-inf"):
             inner = links.forward_inputs(links.maker[inputs[0]])
             if inner and links.made_by(inner[-1]) == "sigmoid":
@@ -149,11 +162,14 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                              f"and {what}.",
                              "Do not zero-initialise a layer under spectral_norm (σ of a zero matrix is 0): initialise it "
                              "with non-zero values (the default init), and zero only a layer without the parametrization.")
-            if made == "sqrt" and _variance_like(g, links, next(iter(links.forward_inputs(links.maker[den_id])), None)):
-                return Cause("division_by_zero", f"The denominator{shown} is 0 there: the square root of a variance, and a "
-                             f"variance is 0 where every value it summarises is the same (a constant row or column), so "
-                             f"{what}.", "Add eps inside the root: torch.sqrt(var + eps) (what LayerNorm and BatchNorm "
-                             "do), or torch.rsqrt(var + eps).")
+            inside = next(iter(links.forward_inputs(links.maker[den_id])), None) if made == "sqrt" else None
+            if made == "sqrt" and _variance_like(g, links, inside):
+                centred = _centred(g, links, inside)  # (a variance: x minus its mean, squared; else a mean of squares, an RMS)
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there: the square root of "
+                             + ("a variance, and a variance is 0 where every value it summarises is the same (a constant "
+                                "row or column)" if centred else "a mean of squares (an RMS), which is 0 where every value "
+                                "it summarises is 0") + f", so {what}.", "Add eps inside the root: torch.sqrt(var + eps) "
+                             "(what LayerNorm and BatchNorm do), or torch.rsqrt(var + eps).")
             if made in ("std", "var", "std_mean", "var_mean"):
                 why = (f"The denominator{shown} is 0 there: {made} is 0 where every value it summarises is the same (a "
                        f"constant column or row, or a single value), and {what}.")
@@ -201,6 +217,13 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
             else:  # (an unnamed denominator: no placeholder a reader could take for one of their variables)
                 fix = ("Keep the denominator away from 0: add eps to it, or clamp it (.clamp(min=eps)) before dividing; "
                        "where 0 / 0 should mean 0, divide by 1 where it is 0 (torch.where) and mask the result.")
+            dn = g.node(den_id) if den_id else None
+            if dn is not None and den_id not in links.maker and not dn.requires_grad and not dn.made_by:
+                # (an input of the block, not computed in it: the 0 was in it when the trace first saw it)
+                return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}: {b} is an input of the "
+                             f"block (data, or a tensor made before it), with that 0 in it before the block began.",
+                             fix + f" If 0 marks a missing value in the data ({b} read from a sensor or a file), fill those "
+                             f"values or leave their positions out of the loss.")
             return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}.", fix)
     name = _ARC.get(name, name)  # (torch.arccos is acos: the same function, the same domain)
     if name in ("sqrt", "acos", "asin", "acosh", "atanh") and nums and not inf:
@@ -426,8 +449,8 @@ def masked_softmax_cause(g: Graph, links: Links, op_id: str, at: int | None, out
                 "or one +inf.)")
     fix = ("Leave at least one unmasked position in every row (drop or skip fully padded sequences, or let a query always "
            "see itself); or mask with a large finite number, torch.finfo(x.dtype).min, instead of -inf and zero the "
-           "rows that have no valid position after the softmax. F.scaled_dot_product_attention and "
-           "nn.MultiheadAttention(need_weights=False) give 0 for such rows.")
+           "rows that have no valid position after the softmax. F.scaled_dot_product_attention gives 0 for such rows "
+           "(nn.MultiheadAttention does in training; its fast path in eval mode still gives NaN).")
     return Cause("masked_softmax", why, fix)
 
 
@@ -586,3 +609,12 @@ def _root_through_views(g: Graph, links: Links, tid: str | None) -> str | None:
             return None
         tid = ins[0]
     return None
+
+
+def _centred(g: Graph, links: Links, tid: str | None) -> bool:
+    """Whether the variance-like ``tid`` is centred: ``var()``, or the mean of the square of a difference (``x - mu``)."""
+    if links.made_by(tid) in ("var", "var_mean"):
+        return True
+    ins = links.forward_inputs(links.maker[tid]) if tid is not None and tid in links.maker else []
+    v = _squared(g, links, ins[0]) if ins else None
+    return v is not None and links.made_by(v) in ("sub", "rsub")

@@ -10,6 +10,7 @@ from ..graph import Graph, OpNode, TensorNode
 from ..values import Summary, format_number
 
 __all__ = [
+    "value_read",
     "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit", "trained", "live_as_recorded",
     "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF", "hidden_by_exp",
 ]
@@ -340,6 +341,28 @@ def live_as_recorded(g: Graph, tid: str) -> torch.Tensor | None:
         return None
 
 
+def value_read(g: Graph, tid: str, flat: int | None, shape: tuple) -> Any:
+    """The value of record ``tid`` at flat position ``flat`` of a result of ``shape`` (broadcast as
+    :func:`value_at`): from the record's head, else, past it, from the live tensor while it is still
+    the version the trace recorded (None where neither can say)."""
+    v = value_at(g.node(tid).value, flat, shape)
+    if v is not None or flat is None:
+        return v
+    t = live_as_recorded(g, tid)
+    if t is None:
+        return None
+    from .._live.guard import quiet
+
+    try:
+        with quiet():  # (graphlens's own read: no mode or trace of the user's sees it)
+            if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_complex():
+                return None
+            p = position(tuple(shape), flat, tuple(t.shape))
+            return None if p is None or p >= t.numel() else t.detach().reshape(-1)[p].item()
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read says nothing
+        return None
+
+
 def trained(g: Graph, links: Links, op: str | None = None) -> bool:
     """Whether the values of op ``op``'s inputs (of any op, without ``op``) were computed from a
     parameter the trace saw written in place (an optimizer step, a manual update under no_grad):
@@ -363,8 +386,14 @@ def named_like(label: str) -> bool:
 
 
 def hidden_by_exp(g: Graph, links: Links, log_op: str) -> TensorNode | None:
-    """The input of the exps under ``log(sum(exp(x)))`` when it holds -inf (their 0 was no underflow)."""
+    """The input of the exps under ``log(sum(exp(x)))`` when it holds -inf (their 0 was no underflow),
+    or of a sigmoid or exp the log takes directly (``log(sigmoid(x))``) when ``x`` held -inf there: the
+    0 it made hid an infinity that came first."""
     ins = links.forward_inputs(log_op)
+    if ins and links.made_by(ins[0]) in ("sigmoid", "exp") and links.maker.get(ins[0]) is not None:
+        x = links.forward_inputs(links.maker[ins[0]])
+        if x and bad(g.node(x[0]).value) and links.tainted_at(x[0], g.node(x[0]).value.nonfinite_at):
+            return g.node(x[0])
     if not ins or links.made_by(ins[0]) not in ("sum", "mean") or links.maker.get(ins[0]) is None:
         return None
     for t in links.forward_inputs(links.maker[ins[0]]):

@@ -9,6 +9,7 @@ recorded op and the values the trace read, and says what torch computed there.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from ..graph import Graph, TensorNode
 from ..values import format_number
 from .nonfinite_links import Cause, Links, bad, base, live_as_recorded, named_like, trained
 
-__all__ = ["masked_product", "exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
+__all__ = ["all_positive", "factors_per_product", "masked_product", "exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
 #: Ops whose non-finite result from finite inputs can only be an overflow: sums, products, powers,
 #: exponentials, casts and the layers made of them.  Any other op (a log inside, an inverse, a
@@ -339,3 +340,35 @@ def masked_product(g: Graph, links: Links, bad_ids: list, first: TensorNode, nan
                 f"is NaN, so masking by multiplying does not hide the infinity.",
                 f" To drop the masked positions whatever they hold, select instead of multiplying: torch.where({m}, {x}, 0).")
     return None
+
+def all_positive(g: Graph, inputs: list[str]) -> bool:
+    """Whether every value of the first of ``inputs`` is above 0: its record's smallest value, else
+    the live tensor while it is the version the trace recorded (False where neither can say)."""
+    if not inputs:
+        return False
+    v = g.node(inputs[0]).value
+    if v is not None and v.min is not None:
+        return type(v.min) in (int, float) and v.min > 0
+    t = live_as_recorded(g, inputs[0])
+    if t is None:
+        return False
+    from .._live.guard import quiet
+
+    try:
+        with quiet():  # (graphlens's own read: no mode or trace of the user's sees it)
+            return type(t) is torch.Tensor and not t.is_complex() and bool((t.detach() > 0).all())
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read says nothing
+        return False
+
+
+def factors_per_product(g: Graph, x: str | None, out: str) -> int | None:
+    """How many factors each product of ``x`` into ``out`` multiplies (their numbers of elements' ratio)."""
+    if x is None:
+        return None
+    try:
+        a = math.prod(g.node(x).shape)
+        b = math.prod(g.node(out).shape) or 1
+        return a // b if a and a % b == 0 and a // b > 1 else None
+    except TypeError:
+        return None
+

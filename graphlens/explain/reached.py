@@ -141,11 +141,11 @@ def reached_answer(a: Asked, d: Draft) -> None:
                 )
             else:
                 d.sentences.append(
-                    "Something reset it afterwards: most often optimizer.zero_grad() or model.zero_grad(), which set "
-                    ".grad to None by default, or an explicit .grad = None."
+                    "Either something reset it afterwards (most often optimizer.zero_grad() or model.zero_grad(), which "
+                    "set .grad to None by default, or an explicit .grad = None), or the gradient reached it through "
+                    "torch.autograd.grad() (or a backward(inputs=...) without it), which hands gradients back and never "
+                    "writes .grad."
                 )
-                if not node_flowed:
-                    d.sentences.append("(torch.autograd.grad() and backward(inputs=...) also leave .grad untouched.)")
             d.fix = f"Read {name}.grad after backward and before zero_grad(); use zero_grad(set_to_none=False) to keep zeros instead."
         else:
             d.reasons.append("retain_grad_too_late")
