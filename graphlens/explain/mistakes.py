@@ -239,10 +239,41 @@ def _grad_is_none(message, match, g, trace, ctx: Context) -> Explanation:
                        f"setting {local}.grad = None (or optimizer.zero_grad()) works in either place.")
                 return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
                                    lineno=ctx.lineno, fix=fix)
-            sentences.append(f"Either no backward reached {name} yet, or one that ran does not depend on it.")
+            zero = _zero_grad_call(ctx)
+            if zero is not None:  # (the program's own zero_grad() left None where this line adds into .grad)
+                reasons.append("zero_grad_set_none")
+                sentences.append(
+                    f"graphlens read your code: line {zero[0]} ({zero[1]}) calls zero_grad(), which sets every .grad to None "
+                    f"(set_to_none=True, its default since PyTorch 2.0), not to zeros: a line that adds into .grad after it "
+                    f"meets None.")
+                fix = (f"Call zero_grad(set_to_none=False) there, so that .grad holds zeros to add into (or, where it is "
+                       f"None, start the sum with {local}.grad = the first gradient).")
+                return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
+                                   lineno=ctx.lineno, fix=fix)
+            sentences.append(f"Either no backward reached {name} yet, or one that ran does not depend on it, or something "
+                             f"set it to None (zero_grad() does, by default).")
         fix = f"Guard the code (if {local}.grad is not None: ...), and check with graphlens.explain({name}, loss) why it gets none."
     return Explanation(reasons, sentences, tensor_name=name, graph=g, message=message, line=ctx.line or None,
                        lineno=ctx.lineno, fix=fix)
+
+
+def _zero_grad_call(ctx: Context) -> tuple[int, str] | None:
+    """``(line, code)`` of a ``zero_grad()`` call that sets .grad to None (no ``set_to_none=False``) in
+    the class of the raising method (else in the raising function), when the failing line adds into
+    or scales a ``.grad`` in place (``p.grad += g``).  Read from the code."""
+    if not re.search(r"\.grad\s*(?:[-+*/]=)|\.grad\.(?:add|sub|mul|div|copy)_\(", ctx.line or ""):
+        return None
+    tree, lines = _source_tree(ctx)
+    if tree is None or not ctx.lineno:
+        return None
+    around = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+              and n.lineno <= ctx.lineno <= (n.end_lineno or 0)]
+    scope = next((n for n in around if isinstance(n, ast.ClassDef)), None) or (max(around, key=lambda n: n.lineno) if around else None)
+    for n in sorted(ast.walk(scope) if scope is not None else (), key=lambda n: getattr(n, "lineno", 0)):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad" and not any(
+                k.arg == "set_to_none" and isinstance(k.value, ast.Constant) and k.value.value is False for k in n.keywords):
+            return n.lineno, strip_comment(lines[n.lineno - 1]) if n.lineno <= len(lines) else ast.unparse(n)
+    return None
 
 
 def _before_first_backward(ctx: Context) -> tuple[int, str, bool] | None:

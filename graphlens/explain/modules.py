@@ -13,7 +13,7 @@ from ..names import _CO_OPTIMIZED, frame_objects_where
 from .evidence import in_optimizer
 from .kinds import Cut
 
-__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "attribute_path", "unregistered_owner", "tied_names", "MadeInForward", "made_in_forward", "unregistered_hint"]
+__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "unowned", "attribute_path", "unregistered_owner", "tied_names", "MadeInForward", "made_in_forward", "unregistered_hint"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -112,22 +112,63 @@ def attribute_path(tensor, modules) -> str | None:
     return None
 
 
-def stale_hint(live, optimizer, frame: FrameType | None) -> tuple[str, int] | None:
-    """:func:`stale_in_optimizer` for a parameter ``optimizer`` does not hold, read from the caller's frame."""
+def stale_hint(live, optimizer, frame: FrameType | None) -> tuple | None:
+    """For a parameter ``optimizer`` does not hold, read from the caller's frame: :func:`stale_in_optimizer`'s
+    ``(model, count)``, else ``(module, optimizers that hold the same parameters)`` when no optimizer
+    among the caller's variables holds any parameter of the module that has it (:func:`unowned`)."""
     from ..names import frame_candidates
 
     if optimizer is None or frame is None or not isinstance(live, torch.nn.Parameter) or in_optimizer(optimizer, live, None):
         return None
-    return stale_in_optimizer(live, optimizer, frame_modules(frame), [t for _, t in frame_candidates(frame)])
+    modules = frame_modules(frame)
+    return stale_in_optimizer(live, optimizer, modules, [t for _, t in frame_candidates(frame)]) or unowned(live, modules, frame)
 
 
-def missing_from_optimizer(who: str, stale: tuple[str, int] | None) -> tuple[str, str]:
+def unowned(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]], frame: FrameType) -> tuple[str, list[str]] | None:
+    """``(module, optimizers)``: the smallest module among the caller's that has ``t``, when no optimizer
+    among the caller's variables holds any of its parameters, with the optimizers (two or more) that
+    hold exactly the same parameters as each other (one of them was likely built from the wrong module)."""
+    found: list = frame_objects_where(frame, _is_optimizer, with_globals=False)
+    if frame.f_code.co_flags & _CO_OPTIMIZED:
+        found.extend((k, v) for k, v in list(frame.f_globals.items()) if isinstance(k, str) and not k.startswith("_") and _is_optimizer(v))
+    held = {name: frozenset(id(p) for g in opt.param_groups for p in g["params"]) for name, opt in found}
+    owners = []
+    for name, mod in modules:
+        try:
+            own = [id(p) for p in mod.parameters()]
+        except Exception:  # noqa: BLE001 - a module whose parameters cannot be listed says nothing
+            continue
+        if id(t) in own:
+            owners.append((len(own), name, frozenset(own)))
+    if not owners or not held:
+        return None
+    _, owner, own = min(owners)
+    if any(own & ids for ids in held.values()):
+        return None
+    twins = [n for n, ids in held.items() if sum(ids == other for other in held.values()) > 1]
+    return owner, twins
+
+
+def missing_from_optimizer(who: str, stale: tuple | None) -> tuple[str, str]:
     """``(sentence, fix)`` for parameter ``who`` that the optimizer does not hold; ``stale`` is what
-    :func:`stale_in_optimizer` found (the sentence is empty without it)."""
-    add = (f"give it to the optimizer: include {who} in the parameters it is built from, or add it with "
-           f"optimizer.add_param_group({{'params': [{who}]}}).")
+    :func:`stale_hint` found (the sentence is empty without it)."""
+    from .context import as_code
+
+    code = as_code(who)  # (model.0.weight is model[0].weight in Python)
+    add = (f"give it to the optimizer: include {code} in the parameters it is built from, or add it with "
+           f"optimizer.add_param_group({{'params': [{code}]}}).")
     if stale is None:
         return "", add[0].upper() + add[1:]
+    if isinstance(stale[1], list):  # (a module none of whose parameters any optimizer holds)
+        module, twins = stale
+        both = " and ".join(twins) if len(twins) == 2 else ", ".join(twins)
+        return (
+            f"No optimizer among your variables holds any parameter of {module}, the module {who} belongs to"
+            + (f"; {both} hold exactly the same parameters: if one of them is meant for {module}, it was built from the "
+               f"wrong module." if twins else "."),
+            f"Build the optimizer meant for {module} from {module}.parameters()"
+            + (f" (one of {both}, which now hold the same parameters)" if twins else "") + ", so that its step updates them.",
+        )
     model, n = stale
     return (
         f"The optimizer holds {n} Parameter{'s' if n != 1 else ''} that no module among your variables has: if "
