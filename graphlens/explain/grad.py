@@ -18,6 +18,7 @@ from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
+from .accumulation import accumulated, discarded
 from .modules import attribute_path, frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_hint
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
@@ -189,9 +190,7 @@ def _explain_recorded(
         tied = tied_names(live, held + (frame_modules(frame) if frame is not None else []))
         if tied:
             hints["tied"] = tied
-    summed = _accumulated(trace, tid)
-    if summed:
-        hints["accumulated"] = summed
+    hints["accumulated"], hints["discarded"] = accumulated(trace, tid), discarded(trace, tid)
     stopped = _stopped_before(trace, g, tid)
     if stopped:
         hints["stopped"] = stopped
@@ -270,32 +269,6 @@ def _renamed(g: Graph, tid: str, later: TensorNode) -> Graph:
     tensors = [n._replace(name=name, grad=grad) if n.id == tid else n for n in g.tensors]
     refs = {n.id: weakref.ref(t) for n in g.tensors if (t := g.tensor(n.id)) is not None}
     return Graph(tensors, g.ops, g.edges, [r.id for r in g.roots], source=g.source, refs=refs, notes=dict(g.notes))
-
-
-def _accumulated(trace: Any, tid: str) -> tuple[list[int], str | None] | None:
-    """When the trace saw more than one backward pass write into ``tid``'s ``.grad`` without it
-    being cleared in between (or a pass add to a gradient held before it): the passes, and
-    the value held before the first of them (None: it was empty).  None otherwise."""
-    rec = getattr(trace, "_rec", None)
-    if rec is None or not rec.grads or rec.passes < 1:
-        return None
-    try:
-        steps = trace.replay().steps
-    except Exception:  # noqa: BLE001 - a trace that cannot replay: nothing to add
-        return None
-    writes = [(s.backward, w) for s in steps for w in s.writes if w.tensor == tid]
-    if not writes:
-        return None
-    passes = list(dict.fromkeys(p for p, _ in writes))
-    held = [w.before is not None and not (w.before.min == 0 and w.before.max == 0) for _, w in writes]
-    if not any(held):
-        return None
-    if len(passes) < 2 and not held[0]:
-        return None
-    first_before = writes[0][1].before.format() if held[0] else None
-    if len(passes) > 1 and not all(held[1:]):
-        return None  # (cleared between two passes: each pass wrote its own gradient)
-    return passes, first_before
 
 
 def _nonfinite_recorded(g: Graph, tid: str, trace: Any, names: Mapping[str, Any] | None) -> Explanation | None:

@@ -108,6 +108,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
             )
             d.fix = (f"If {a.grad_of} is larger than you expect (doubled, say), clear it before each backward: "
                      f"optimizer.zero_grad() (or {name}.grad = None).") if not outside else None
+        _discarded(a, d, who)
         if a.ran is None:
             d.sentences.append(
                 f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "
@@ -147,6 +148,7 @@ def reached_answer(a: Asked, d: Draft) -> None:
                     "writes .grad."
                 )
             d.fix = f"Read {name}.grad after backward and before zero_grad(); use zero_grad(set_to_none=False) to keep zeros instead."
+            _discarded(a, d, who)
         else:
             d.reasons.append("retain_grad_too_late")
             d.sentences.append(
@@ -212,6 +214,27 @@ def _all_zero(node, live) -> bool:
             return not bool(flat.any())
     except Exception:  # noqa: BLE001 - a tensor that cannot be read: not known to be zero
         return False
+
+
+def _discarded(a: Asked, d: Draft, who: str) -> None:
+    """Add what a trace saw of a gradient cleared between two backward passes with no update of the
+    tensor between them (``a.hints["discarded"]``): thrown away before any step used it."""
+    lost = a.hints.get("discarded")
+    if not lost:
+        return
+    gone, last = lost
+    many = len(gone) > 1
+    d.reasons.append("grad_discarded")
+    d.sentences.append(
+        f"The trace saw {a.grad_of} cleared after backward pass{'es' if many else ''} "
+        f"{', '.join(str(p + 1) for p in gone)} and before the next one added to it, with no update of {who} in "
+        f"between: what it held {'each time' if many else 'then'} was thrown away before any step used it "
+        f"(the last pass that wrote it is pass {last + 1})."
+    )
+    d.fix = ("If those passes were meant to add up to one update (gradient accumulation), clear the gradients once "
+             "per update: call zero_grad() right after optimizer.step() (or before the first backward of each "
+             "accumulation), not before every backward; a zero_grad() anywhere else in the loop (at the start of an "
+             "epoch, say) throws away the passes since the last step.")
 
 
 def _ways(n: int) -> str:
