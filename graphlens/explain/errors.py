@@ -18,7 +18,8 @@ from .evidence import unrecorded_sentence
 from .grad import analyse
 from .live import INFERENCE_LIBRARY_FIX, INTEGER_DTYPES, find_live, is_inference, named_after
 from .hook_errors import (
-    backward_hook_inplace, custom_fn_grad_shape, custom_fn_legacy, custom_fn_no_backward, custom_fn_view_inplace,
+    backward_hook_inplace, custom_fn_grad_shape, custom_fn_legacy, custom_fn_no_backward, custom_fn_once_differentiable,
+    custom_fn_view_inplace,
     hook_changed_gradient, hook_no_requires_grad, hook_wrong_count, inplace_activation,
 )
 from .messages import SIMPLE_HANDLERS, classify
@@ -533,4 +534,5 @@ _HANDLERS = {
     "hook_no_requires_grad": hook_no_requires_grad,
     "custom_fn_legacy": custom_fn_legacy,
     "custom_fn_no_backward": custom_fn_no_backward,
+    "custom_fn_once_differentiable": custom_fn_once_differentiable,
 }

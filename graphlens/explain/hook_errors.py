@@ -14,6 +14,7 @@ from .context import Context, as_code, line_op
 from .types import Explanation
 
 __all__ = [
+    "custom_fn_once_differentiable",
     "backward_hook_inplace", "custom_fn_view_inplace", "hook_changed_gradient", "hook_wrong_count",
     "custom_fn_grad_shape", "hook_no_requires_grad", "inplace_activation", "return_line", "no_grad_block",
     "custom_fn_legacy", "custom_fn_no_backward",
@@ -421,3 +422,66 @@ def custom_fn_no_backward(message, match, g, trace, ctx: Context) -> Explanation
         ["custom_fn_no_backward"], sentences, graph=g, message=message, op=name, line=line, lineno=lineno, fix=fix,
     )
 
+
+
+def _forward_classes(roots: list, limit: int = 100_000) -> set:
+    """The custom Function classes whose nodes the backward graph below ``roots`` holds."""
+    from .._live.guard import node_unsafe
+
+    found: set = set()
+    seen: set = set()
+    stack = [r.grad_fn for r in roots if isinstance(r, torch.Tensor) and not node_unsafe(r)]
+    while stack and len(seen) < limit:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        cls = getattr(fn, "_forward_cls", None)
+        if isinstance(cls, type):
+            found.add(cls)
+        stack.extend(c for c, _ in fn.next_functions)
+    return found
+
+
+def _marked_in_frames(ctx: Context) -> set:
+    """The custom Function classes with a ``@once_differentiable`` backward that the user's frames hold (their
+    variables and globals, private names too: a Function is often a module's ``_Helper``)."""
+    from ..names import frame_objects_where
+
+    wanted = lambda v: issubclass(type(v), type) and issubclass(v, torch.autograd.Function) and _once_differentiable(v)  # noqa: E731
+    frames = [f for f, _ in ctx.user_frames] + [ctx.backward_caller, ctx.caller]
+    return {c for f in frames if f is not None for _, c in frame_objects_where(f, wanted)}
+
+
+def _once_differentiable(cls: type) -> bool:
+    """Whether ``cls``'s backward is wrapped by ``torch.autograd.function.once_differentiable`` (the wrapper
+    keeps the function's name: its code is torch's)."""
+    fn = cls.__dict__.get("backward")
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    return getattr(fn, "__wrapped__", None) is not None and code is not None and \
+        code.co_filename.replace("\\", "/").endswith("torch/autograd/function.py")
+
+
+def custom_fn_once_differentiable(message, match, g, trace, ctx: Context) -> Explanation:
+    """A second derivative through a custom Function whose backward is marked ``@once_differentiable``."""
+    marked = {c for c in _forward_classes(ctx.root) if _once_differentiable(c)} or _marked_in_frames(ctx)
+    cls = next(iter(marked)) if len(marked) == 1 else None  # (one such Function: it; several: none named)
+    name = cls.__name__ if cls is not None else None
+    lineno, line = _defined_at(cls) if cls is not None else (None, None)
+    who = f"the custom autograd.Function {name}" if name else "a custom autograd.Function"
+    sentences = [
+        f"Backward needed the derivative of the backward of {who} (a second derivative: a gradient computed with "
+        f"create_graph=True through it, then differentiated again, as a gradient penalty or a normal taken with "
+        f"torch.autograd.grad does), and that backward is marked @once_differentiable: it runs without recording a "
+        f"graph, so what it returned cannot be differentiated."
+    ]
+    if line:
+        sentences.append(f"{name} is defined at line {lineno}: {line}")
+    n = name or "that Function"
+    return Explanation(
+        ["custom_fn_once_differentiable"], sentences, graph=g, message=message, op=name, line=line, lineno=lineno,
+        fix=(f"Keep the gradient through {n} out of what is differentiated again (compute it without create_graph=True, "
+             f"or detach it), approximate it (finite differences), or use an implementation whose backward is made of "
+             f"differentiable torch operations (without @once_differentiable)."),
+    )

@@ -119,6 +119,7 @@ MORE: list[tuple[str, tuple[type, ...], re.Pattern]] = [
     ("hook_no_requires_grad", _RT, re.compile(r"cannot register a hook on a (?:tensor|variable) that doesn't require gradient")),
     ("save_for_backward_nontensor", _TYPE, re.compile(r"save_for_backward can only save variables, but argument (?P<index>\d+) is of type (?P<type>\w+)")),
     ("custom_fn_legacy", _RT, re.compile(r"Legacy autograd function with non-static forward method is deprecated")),
+    ("custom_fn_once_differentiable", _RT, re.compile(r"differentiate twice a function that was marked with @once_differentiable")),
     (
         "custom_fn_no_backward",
         _RT,

@@ -208,6 +208,8 @@ ERROR_REASONS: dict[str, str] = {
     "grad_assignment_mismatch": "a tensor assigned to .grad does not match the tensor's shape, dtype or device",
     "custom_fn_legacy": "a custom autograd.Function written the old way (forward an ordinary method, the Function "
     "called as an object, Fn()(x)), which PyTorch no longer runs",
+    "custom_fn_once_differentiable": "backward needed the derivative of a custom Function's backward (a gradient computed "
+    "with create_graph=True, differentiated again), and that backward is marked @once_differentiable: it records no graph",
     "custom_fn_no_backward": "backward reached a custom autograd.Function that defines no backward (nor vjp) method",
     "nonleaf_grad_access": "the warning that .grad was read on a non-leaf tensor, where PyTorch keeps no gradient unless "
     "retain_grad() was called",
