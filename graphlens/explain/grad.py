@@ -614,7 +614,15 @@ def _nonleaf(a: Asked, d: Draft) -> None:
             f"shape, then compute from it), or call {a.name}.retain_grad() before {a.backward}.")
         return
     d.sentences.append(f"{a.grad_of} {a.stays} because {a.who} is not a leaf (it was computed by {op}) and did not call retain_grad().")
-    d.sentences.append(f"The gradient does flow through {a.who} on its way to the leaves, but PyTorch keeps .grad only on leaves.")
+    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and not view.bfs([r], tid)[1]]
+    flows = [r for r in a.roots if r not in apart]
+    by = f" from {', '.join(view.label(r) for r in flows)}" if apart else ""
+    d.sentences.append(f"The gradient{by} does flow through {a.who} on its way to the leaves, but PyTorch keeps .grad only on leaves.")
+    if apart:  # (a root of another pass does not depend on it at all: from that one, nothing flows)
+        names = ", ".join(view.label(r) for r in apart)
+        d.sentences.append(f"{names} {'does' if len(apart) == 1 else 'do'} not depend on {a.who}: no path leads from "
+                           f"{'it' if len(apart) == 1 else 'them'} to {a.who}, so a gradient of {names} with respect to "
+                           f"{a.who} is None (zero with materialize_grads=True), whatever retain_grad() does.")
     d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
     d.fix = f"Call {a.name}.retain_grad() before {a.backward}, or read the gradient with a hook or torch.autograd.grad."
 

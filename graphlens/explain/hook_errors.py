@@ -355,6 +355,13 @@ def hook_no_requires_grad(message, match, g, trace, ctx: Context) -> Explanation
                          f"nothing computed there requires grad.")
         fix = (f"Run the forward outside {block[1].removeprefix('with ').rstrip(':')} when you need its gradients "
                f"(model.eval() alone keeps the graph), or register the hook only if {name or 'output'}.requires_grad.")
+    elif t is not None and t.is_leaf and isinstance(t, torch.nn.Parameter):
+        # (a Parameter: never computed; frozen, by requires_grad_(False) or a constructor that freezes it)
+        reasons.append("requires_grad_false")
+        sentences.append(f"{who} is a Parameter that was frozen (requires_grad=False: requires_grad_(False), or a "
+                         f"constructor that freezes it, as nn.Embedding.from_pretrained does by default).")
+        fix = (f"Register hooks only on the parameters that require grad (if {name or 'p'}.requires_grad: ...); if "
+               f"{who} should train, unfreeze it ({name or 'p'}.requires_grad_(True), or from_pretrained(..., freeze=False)).")
     else:
         sentences.append(
             f"Either {who} was computed inside torch.no_grad() (or inference_mode), or from tensors none of which "

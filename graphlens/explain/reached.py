@@ -102,8 +102,9 @@ def reached_answer(a: Asked, d: Draft) -> None:
             passes, first_before = summed
             d.sentences.append(
                 f"It holds a sum: the trace saw {len(passes)} backward pass{'es' if len(passes) != 1 else ''} add to {a.grad_of} "
-                f"(passes {', '.join(str(p + 1) for p in passes)})"
-                + (f", and it already held {first_before} when the first of them began" if first_before else "")
+                f"(pass{'es' if len(passes) != 1 else ''} {', '.join(str(p + 1) for p in passes)})"
+                + (f", and it already held {first_before} when {'the first of them' if len(passes) != 1 else 'it'} began "
+                   f"(added by earlier passes or kept from before)" if first_before else "")
                 + ", with nothing clearing it in between: PyTorch adds each new gradient to .grad, it does not replace it."
             )
             d.fix = (f"If {a.grad_of} is larger than you expect (doubled, say), clear it before each backward: "
