@@ -36,6 +36,10 @@ def zero_paths(a: Asked) -> list[str]:
 def reached_answer(a: Asked, d: Draft) -> None:
     """A leaf that requires grad, or a non-leaf that retains its grad, that the roots reach."""
     view, node, tid, name, who, root_name = a.view, a.node, a.tid, a.name, a.who, a.root_name
+    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and not view.bfs([r], tid)[1]]
+    if apart:  # (several roots, and some do not reach the tensor: only those that do are said to)
+        flows = [r for r in a.roots if r not in apart]
+        root_name = _names(view, flows)
     chain = view.chain(a.reach_path)
     d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
     what = "a leaf that requires grad" if a.is_leaf else "a non-leaf that retains its grad"
@@ -50,7 +54,8 @@ def reached_answer(a: Asked, d: Draft) -> None:
         d.fact(tid, "has_grad", True)
         value = f" ({shown})" if shown else ""
         verb = "reach" if " and " in (root_name or "") else "reaches"
-        d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} {verb} it through {chain}.")
+        d.sentences.append(f"{a.grad_of} is set{value}: {who} is {what}, and {root_name} {verb} it through {chain}"
+                           + (f" ({_names(view, apart)} {'does' if len(apart) == 1 else 'do'} not)." if apart else "."))
         if zero and node is not None and _all_zero(node, a.live):
             op = view.o(zero[0]).name
             d.reasons.append("zero_derivative")
@@ -236,6 +241,12 @@ def _discarded(a: Asked, d: Draft, who: str) -> None:
              "per update: call zero_grad() right after optimizer.step() (or before the first backward of each "
              "accumulation), not before every backward; a zero_grad() anywhere else in the loop (at the start of an "
              "epoch, say) throws away the passes since the last step.")
+
+
+def _names(view, ids: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: the labels of ``ids``."""
+    labels = [view.label(i) for i in ids]
+    return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
 def _ways(n: int) -> str:
