@@ -7,7 +7,7 @@ from .kinds import ZERO_DERIVATIVE, Cut
 from .evidence import changed_untracked, data_alias_sentence, hook_fix, hook_sentence, hooks_of, in_optimizer
 from .facts import grad_text, gradient_flowed
 
-__all__ = ["reached_answer", "zero_paths"]
+__all__ = ["reached_answer", "zero_paths", "one_version"]
 
 
 def zero_paths(a: Asked) -> list[str]:
@@ -36,7 +36,8 @@ def zero_paths(a: Asked) -> list[str]:
 def reached_answer(a: Asked, d: Draft) -> None:
     """A leaf that requires grad, or a non-leaf that retains its grad, that the roots reach."""
     view, node, tid, name, who, root_name = a.view, a.node, a.tid, a.name, a.who, a.root_name
-    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and not view.bfs([r], tid)[1]]
+    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and one_version(view, node)
+             and not view.bfs([r], tid)[1]]
     if apart:  # (several roots, and some do not reach the tensor: only those that do are said to)
         flows = [r for r in a.roots if r not in apart]
         root_name = _names(view, flows)
@@ -241,6 +242,15 @@ def _discarded(a: Asked, d: Draft, who: str) -> None:
              "per update: call zero_grad() right after optimizer.step() (or before the first backward of each "
              "accumulation), not before every backward; a zero_grad() anywhere else in the loop (at the start of an "
              "epoch, say) throws away the passes since the last step.")
+
+
+def one_version(view, node) -> bool:
+    """Whether ``node`` is the only record of its tensor (no other record of the same name: an optimizer's
+    step makes one): only then does a root that does not reach this record not depend on the tensor at all (a root
+    of an earlier step reaches the version that step used, an optimizer's step makes a new one)."""
+    if node is None or not node.name:
+        return False  # (an unnamed record: its other versions cannot be told)
+    return sum(t.name == node.name for t in view.g.tensors) == 1
 
 
 def _names(view, ids: list[str]) -> str:

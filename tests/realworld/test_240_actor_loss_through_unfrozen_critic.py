@@ -42,3 +42,17 @@ def test_traced_names_only_the_losses_that_reach_the_critic():
             losses[key].backward(retain_graph=True)
     expect(gl.explain(qf[2].weight, tr), reason="grad_ok", says=("losses['qf'] and losses['policy'] reach it",
                                                                   "losses['alpha'] does not", "passes 1, 2"))
+
+
+def test_losses_of_earlier_steps_are_not_denied_the_updated_weight():
+    """A weight stepped between the passes is a new record each time: the losses of earlier steps reached the
+    versions they used, and none of them is said not to reach it."""
+    torch.manual_seed(0)
+    d = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(d.parameters(), lr=0.1)
+    with gl.trace() as tr:
+        for _ in range(3):
+            loss = d(torch.randn(5, 4)).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+    expect(gl.explain(d.weight, tr), never=("do not)", "does not)"))
