@@ -623,6 +623,11 @@ def _nonleaf(a: Asked, d: Draft) -> None:
         d.sentences.append(f"{names} {'does' if len(apart) == 1 else 'do'} not depend on {a.who}: no path leads from "
                            f"{'it' if len(apart) == 1 else 'them'} to {a.who}, so a gradient of {names} with respect to "
                            f"{a.who} is None (zero with materialize_grads=True), whatever retain_grad() does.")
+        d.fix = (f"For the gradient from {', '.join(view.label(r) for r in flows)}: call {a.name}.retain_grad() before "
+                 f"{a.backward}, or read it with a hook or torch.autograd.grad. From {names} there is none to read: "
+                 f"{names} would have to be computed from {a.who}.")
+        d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
+        return
     d.path, d.edges = a.reach_path, view.highlight_edges(a.reach_path)
     d.fix = f"Call {a.name}.retain_grad() before {a.backward}, or read the gradient with a hook or torch.autograd.grad."
 

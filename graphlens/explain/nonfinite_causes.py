@@ -168,8 +168,8 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 return Cause("division_by_zero", f"The denominator{shown} is 0 there: the square root of "
                              + ("a variance, and a variance is 0 where every value it summarises is the same (a constant "
                                 "row or column)" if centred else "a mean of squares (an RMS), which is 0 where every value "
-                                "it summarises is 0") + f", so {what}.", "Add eps inside the root: torch.sqrt(var + eps) "
-                             "(what LayerNorm and BatchNorm do), or torch.rsqrt(var + eps).")
+                                "it summarises is 0") + f", so {what}.", "Add eps inside the root: torch.sqrt(s + eps), with s "
+                             "what it takes the root of (what LayerNorm and BatchNorm do with the variance), or torch.rsqrt(s + eps).")
             if made in ("std", "var", "std_mean", "var_mean"):
                 why = (f"The denominator{shown} is 0 there: {made} is 0 where every value it summarises is the same (a "
                        f"constant column or row, or a single value), and {what}.")
@@ -222,8 +222,9 @@ def forward_cause(g: Graph, links: Links, op: OpNode, op_id: str, at: int | None
                 # (an input of the block, not computed in it: the 0 was in it when the trace first saw it)
                 return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}: {b} is an input of the "
                              f"block (data, or a tensor made before it), with that 0 in it before the block began.",
-                             fix + f" If 0 marks a missing value in the data ({b} read from a sensor or a file), fill those "
-                             f"values or leave their positions out of the loss.")
+                             f"If 0 marks a missing value in the data ({b} read from a sensor or a file), fill those values or "
+                             f"leave their positions out of the loss: an eps there would make them huge but finite targets. "
+                             f"Otherwise: {fix[0].lower()}{fix[1:]}")
             return Cause("division_by_zero", f"The denominator{shown} is 0 there{of}, and {what}.", fix)
     name = _ARC.get(name, name)  # (torch.arccos is acos: the same function, the same domain)
     if name in ("sqrt", "acos", "asin", "acosh", "atanh") and nums and not inf:

@@ -154,7 +154,8 @@ def reached_answer(a: Asked, d: Draft) -> None:
                     "torch.autograd.grad() (or a backward(inputs=...) without it), which hands gradients back and never "
                     "writes .grad."
                 )
-            d.fix = f"Read {name}.grad after backward and before zero_grad(); use zero_grad(set_to_none=False) to keep zeros instead."
+            d.fix = (f"Read {name}.grad after backward and before zero_grad() clears it (with set_to_none=False it would hold "
+                     f"zeros, not the gradient); if the gradient came from torch.autograd.grad(), read it from what grad() returns.")
             _discarded(a, d, who)
         else:
             d.reasons.append("retain_grad_too_late")
