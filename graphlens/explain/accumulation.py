@@ -1,10 +1,13 @@
-"""What a trace saw happen to a tensor's ``.grad`` across backward passes: gradients summed, and gradients cleared before any update used them."""
+"""What happens to a tensor's ``.grad`` across backward passes and steps: gradients summed or cleared before any update used them (a trace saw it), clipping out of order (read from code)."""
 
 from __future__ import annotations
 
+import ast
+import linecache
+from types import FrameType
 from typing import Any
 
-__all__ = ["accumulated", "discarded"]
+__all__ = ["accumulated", "discarded", "clip_order"]
 
 
 def _writes(trace: Any, tid: str) -> list:
@@ -56,3 +59,42 @@ def discarded(trace: Any, tid: str) -> tuple[list[int], int] | None:
     lost = [a for a, b in zip(passes, passes[1:])
             if not _empty(by_pass[a][-1].after) and _empty(by_pass[b][0].before)]
     return (lost, passes[-1]) if lost else None
+
+
+_CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grad_value"})
+
+
+def clip_order(frame: FrameType | None) -> tuple[str, int, str, int, str] | None:
+    """``(where, clip line, its code, other line, its code)`` for a gradient clipping call that a function of
+    the caller's file makes out of order: ``"before"`` the ``.backward(`` call after it (it clips what .grad
+    held before), or ``"after"`` the ``.step(`` call before it, a backward before both (the step used the
+    unclipped gradient).  Only where the file makes one clipping call (which of several ran, the code does not
+    say); None otherwise.  Read from code."""
+    if frame is None:
+        return None
+    lines = linecache.getlines(frame.f_code.co_filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    text = lambda n: lines[n.lineno - 1].strip() if 0 < n.lineno <= len(lines) else ast.unparse(n)  # noqa: E731
+    every = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in _CLIPS]
+    if len(every) != 1:
+        return None  # (which of several clipping calls ran is not known from the code: none is named)
+    for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        calls = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+        name = lambda c: c.func.attr if isinstance(c.func, ast.Attribute) else c.func.id if isinstance(c.func, ast.Name) else ""  # noqa: E731
+        clips = [c for c in calls if name(c) in _CLIPS]
+        backs = [c for c in calls if name(c) == "backward"]
+        steps = [c for c in calls if name(c) == "step" and isinstance(c.func, ast.Attribute)
+                 and "sched" not in ast.unparse(c.func.value).lower()]
+        for clip in clips:
+            if backs and all(b.lineno > clip.lineno for b in backs):
+                after = min(backs, key=lambda b: b.lineno)
+                if not any(clip.lineno < s.lineno < after.lineno for s in steps):  # (clip, step, ..., backward: a loop's order)
+                    return "before", clip.lineno, text(clip), after.lineno, text(after)
+                continue
+            done = [s for s in steps if s.lineno < clip.lineno]
+            if done and backs and min(b.lineno for b in backs) < done[0].lineno and not [s for s in steps if s.lineno > clip.lineno]:
+                return "after", clip.lineno, text(clip), done[-1].lineno, text(done[-1])
+    return None

@@ -18,7 +18,7 @@ from .context import backward_roots
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
-from .accumulation import accumulated, discarded
+from .accumulation import accumulated, clip_order, discarded
 from .modules import attribute_path, frame_modules, frame_optimizer, missing_from_optimizer, stale_hint, tied_names, unregistered_hint
 from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
@@ -190,7 +190,7 @@ def _explain_recorded(
         tied = tied_names(live, held + (frame_modules(frame) if frame is not None else []))
         if tied:
             hints["tied"] = tied
-    hints["accumulated"], hints["discarded"] = accumulated(trace, tid), discarded(trace, tid)
+    hints["accumulated"], hints["discarded"], hints["clip"] = accumulated(trace, tid), discarded(trace, tid), clip_order(frame)
     stopped = _stopped_before(trace, g, tid)
     if stopped:
         hints["stopped"] = stopped
@@ -352,7 +352,7 @@ def _explain_live(
             roots = [t for t in outs if reaches([t.grad_fn], tensor)][:1]
             guessed = bool(roots)
         hints: dict[str, Any] = {"guessed_root": guessed, "unrecorded": unrecorded}
-        hints["stale_optimizer"] = stale_hint(tensor, optimizer, frame)
+        hints["stale_optimizer"], hints["clip"] = stale_hint(tensor, optimizer, frame), clip_order(frame)
         hints["attribute"] = attribute_path(tensor, frame_modules(frame)) if frame is not None and not tensor.requires_grad else None
         extra: list[torch.Tensor] = []
         reach = bool(roots) and reaches([r.grad_fn for r in roots], tensor)

@@ -116,6 +116,17 @@ def reached_answer(a: Asked, d: Draft) -> None:
             d.fix = (f"If {a.grad_of} is larger than you expect (doubled, say), clear it before each backward: "
                      f"optimizer.zero_grad() (or {name}.grad = None).") if not outside else None
         _discarded(a, d, who)
+        clip = a.hints.get("clip")
+        if clip and a.is_leaf:  # (read from code: clipping out of order leaves the step's gradient unclipped)
+            where, ln, code, other, other_code = clip
+            d.reasons.append("clip_misplaced")
+            d.sentences.append(
+                f"graphlens read your code: line {ln} ({code}) clips the gradients "
+                + (f"before line {other} ({other_code}) computes them: it clips what .grad held then (nothing, right after "
+                   f"zero_grad())" if where == "before" else f"after line {other} ({other_code}) already used them")
+                + f", so the step uses the gradient unclipped (if {who} is among the parameters it clips).")
+            d.fix = ("Clip between backward and the step: loss.backward(), then torch.nn.utils.clip_grad_norm_(...), "
+                     "then optimizer.step().")
         if a.ran is None:
             d.sentences.append(
                 f"It holds the sum of every backward pass that reached {who} since its gradient was last cleared; "

@@ -17,6 +17,8 @@ GRAD_REASONS: dict[str, str] = {
     "will_accumulate": "it already holds a gradient from an earlier backward, and the next backward adds to it",
     "backward_not_run": "the tensor will get a gradient, but backward has not run through the root yet",
     "zero_grad_set_none": "backward ran, yet .grad is None: it was reset afterwards (zero_grad() sets None by default)",
+    "clip_misplaced": "graphlens read the code: gradient clipping runs before the backward that computes the gradients, "
+    "or after the step that used them, so the step uses unclipped gradients",
     "grad_discarded": "a trace saw .grad cleared between two backward passes with no update of the tensor in between: the "
     "earlier pass's gradient was thrown away before any step used it (a zero_grad() inside an accumulation)",
     "backward_stopped": "a traced backward pass stopped with an error before it reached the tensor, so its .grad was "
