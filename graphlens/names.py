@@ -15,7 +15,7 @@ import torch
 from ._live.guard import node_unsafe
 
 __all__ = [
-    "NameBook", "user_frame", "own_dict", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
+    "NameBook", "user_frame", "own_dict", "parsed", "source_line", "strip_comment", "frame_candidates", "frame_values", "frame_objects_where", "store_targets", "loop_variables", "is_internal", "is_library",
     "INTERNAL_MODULES", "CALLER_NAME",
 ]
 
@@ -91,6 +91,20 @@ def source_line(filename: str, lineno: int) -> str | None:
     import linecache
 
     return strip_comment(linecache.getline(filename, lineno)) or None
+
+
+def parsed(filename: str) -> tuple:
+    """``(tree, lines)`` of the source file ``filename``: its :mod:`ast` and its lines as
+    :mod:`linecache` holds them (``tree`` None where it does not parse, ``lines`` empty where
+    the file is not known)."""
+    import ast
+    import linecache
+
+    lines = linecache.getlines(filename)
+    try:
+        return ast.parse("".join(lines)), lines
+    except (SyntaxError, ValueError):
+        return None, lines
 
 
 def strip_comment(line: str) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-import linecache
 from types import FrameType
 from typing import Any
+
+from ..names import parsed
 
 __all__ = ["accumulated", "discarded", "clip_order"]
 
@@ -72,10 +73,8 @@ def clip_order(frame: FrameType | None) -> tuple[str, int, str, int, str] | None
     say); None otherwise.  Read from code."""
     if frame is None:
         return None
-    lines = linecache.getlines(frame.f_code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree, lines = parsed(frame.f_code.co_filename)
+    if tree is None:
         return None
     text = lambda n: lines[n.lineno - 1].strip() if 0 < n.lineno <= len(lines) else ast.unparse(n)  # noqa: E731
     every = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in _CLIPS]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import linecache
 import re
 from typing import Any
 
@@ -12,7 +11,7 @@ import types
 import torch
 
 from .._live.guard import node_unsafe
-from ..names import frame_objects_where, own_dict
+from ..names import frame_objects_where, own_dict, parsed
 from .context import Context, as_code
 
 __all__ = ["cached_in_objects", "cached_parametrizations", "inplace_in_forward", "fed_back", "in_loop", "made_once", "ran_in_failing_pass", "running_total", "source", "addend", "code_only", "feed_line"]
@@ -158,11 +157,7 @@ def running_total(ctx: Context) -> tuple[str, int, str, tuple[int, str] | None] 
 
 
 def source(ctx: Context):
-    lines = linecache.getlines(ctx.frame.f_code.co_filename)
-    try:
-        return ast.parse("".join(lines)), lines
-    except (SyntaxError, ValueError):
-        return None, lines
+    return parsed(ctx.frame.f_code.co_filename)
 
 
 def addend(code: str, name: str) -> str:
@@ -283,23 +278,17 @@ def inplace_in_forward(ctx: Context, producer: str) -> tuple[str, int, str, int,
     ``out.add_(x)``, ``out[i] = v``) after the line that made it by a call naming ``producer``
     (``relu`` for PyTorch's "output 0 of Relu": ``out = self.relu(out)``), with no other
     assignment of it in between; the first such line found.  A lead read from code."""
-    import inspect
     import textwrap
+
+    from .modules import own_forwards
 
     key = producer.lower().rstrip("0123456789").removesuffix("backward")
     if not key:
         return None
-    seen: set = set()
-    for _, module in ctx.objects(torch.nn.Module):
-        cls = type(module)
-        forward = cls.__dict__.get("forward")
-        if cls in seen or forward is None or (cls.__module__ or "").startswith("torch."):
-            continue
-        seen.add(cls)
+    for cls, lines, first in own_forwards(type(m) for _, m in ctx.objects(torch.nn.Module)):
         try:
-            lines, first = inspect.getsourcelines(forward)
             tree = ast.parse(textwrap.dedent("".join(lines)))
-        except (OSError, TypeError, SyntaxError):
+        except SyntaxError:
             continue
         made: dict[str, tuple[int, str]] = {}
         for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)), key=lambda n: n.lineno):

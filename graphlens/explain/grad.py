@@ -24,7 +24,7 @@ from .facts import backward_ran
 from .live import find_live, named_after, reaches, shares_memory, snapshot_for
 from .norequire import frozen_with_grad, not_required
 from .paths import PathView
-from .reached import one_version, reached_answer
+from .reached import reached_answer, unreached_roots
 from .after import after_trace, changed_after_sentence, moved_after, with_later_version
 from .types import Explanation
 from .unreached import leaf_root, not_reached
@@ -614,7 +614,7 @@ def _nonleaf(a: Asked, d: Draft) -> None:
             f"shape, then compute from it), or call {a.name}.retain_grad() before {a.backward}.")
         return
     d.sentences.append(f"{a.grad_of} {a.stays} because {a.who} is not a leaf (it was computed by {op}) and did not call retain_grad().")
-    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and one_version(view, node) and not view.bfs([r], tid)[1]]
+    apart = unreached_roots(a)
     flows = [r for r in a.roots if r not in apart]
     by = f" from {', '.join(view.label(r) for r in flows)}" if apart else ""
     d.sentences.append(f"The gradient{by} does flow through {a.who} on its way to the leaves, but PyTorch keeps .grad only on leaves.")

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ..names import parsed
 from .context import Context, as_code, line_op
 from .types import Explanation
 
@@ -308,10 +309,8 @@ def no_grad_block(frame, lineno: int) -> tuple[int, str] | None:
     """``(line, text)`` of the ``with torch.no_grad():`` (or ``inference_mode()``,
     ``set_grad_enabled(False)``) block of ``frame``'s source that line ``lineno`` runs
     inside, read from the code; None when it runs in none."""
-    lines = linecache.getlines(frame.f_code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree, lines = parsed(frame.f_code.co_filename)
+    if tree is None:
         return None
     best = None
     for node in ast.walk(tree):

@@ -11,7 +11,7 @@ from types import FrameType
 
 import torch
 
-from ..names import strip_comment
+from ..names import parsed, strip_comment
 from .kinds import CODE_CUTS as _CODE_CUTS, INDEXED as _INDEXED, Cut
 
 __all__ = ["code_cut", "origin_cut", "leaf_root_lead", "rebinding", "rebind_fix"]
@@ -234,12 +234,8 @@ def _all_frozen(root: str, live: dict) -> Cut | None:
 def _code_cut(frame, lineno: int, root: str, live: dict | None, filename: str | None, depth: int,
               through: bool = False) -> Cut | None:
     filename = filename or frame.f_code.co_filename
-    lines = linecache.getlines(filename)
-    if not lines:
-        return None
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree, lines = parsed(filename)
+    if not lines or tree is None:
         return None
     scope = _scope_of(tree, lineno)
     functions = {n.name: n for n in getattr(tree, "body", ()) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -450,10 +446,8 @@ def leaf_root_lead(frame: FrameType | None, root: str | None, lineno: int | None
     ``root.requires_grad = True`` / ``root.requires_grad_()`` (``how`` is ``"flag"``).  A lead."""
     if frame is None or not root or not root.isidentifier() or lineno is None:
         return None
-    lines = linecache.getlines(frame.f_code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree, lines = parsed(frame.f_code.co_filename)
+    if tree is None:
         return None
     return _leaf_root_in(tree, lines, _scope_of(tree, lineno), root, lineno, 0)
 
@@ -521,10 +515,8 @@ def rebinding(frame: FrameType | None, name: str | None, before: int | None = No
     source of ``frame``'s function (the last one before line ``before``), or None."""
     if frame is None or not name or not name.isidentifier():
         return None
-    lines = linecache.getlines(frame.f_code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
+    tree, lines = parsed(frame.f_code.co_filename)
+    if tree is None:
         return None
     here = before or frame.f_lineno
     scope = _scope_of(tree, here)
@@ -588,9 +580,8 @@ def _one_grad_call(filename: str, lineno: int | None) -> bool:
     """Whether the function holding line ``lineno`` of ``filename`` calls ``torch.autograd.grad``
     once only (a helper called on a traced line: with two calls, which one made the tensor
     the trace saw is not known)."""
-    try:
-        tree = ast.parse("".join(linecache.getlines(filename)))
-    except (SyntaxError, ValueError):
+    tree = parsed(filename)[0]
+    if tree is None:
         return False
     if lineno is None:
         return False

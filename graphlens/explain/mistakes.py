@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import ast
-import linecache
 import re
 
 import torch
 
 from .context import Context, line_op, short
-from ..names import strip_comment
+from ..names import parsed, strip_comment
 from .cuts import rebind_fix, rebinding
 from .live import find_live, reaches
 from .types import Explanation
@@ -94,13 +93,7 @@ def _wrong_number(message, match, g, trace, ctx: Context) -> Explanation:
 
 def _source_tree(ctx: Context):
     """``(tree, lines)`` of the source file of the frame that raised, or ``(None, [])``."""
-    if ctx.frame is None:
-        return None, []
-    lines = linecache.getlines(ctx.frame.f_code.co_filename)
-    try:
-        return ast.parse("".join(lines)), lines
-    except (SyntaxError, ValueError):
-        return None, lines
+    return parsed(ctx.frame.f_code.co_filename) if ctx.frame is not None else (None, [])
 
 
 def _last_assignment(ctx: Context, name: str) -> ast.Assign | None:

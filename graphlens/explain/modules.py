@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from types import FrameType
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import torch
 
@@ -13,7 +13,7 @@ from ..names import _CO_OPTIMIZED, frame_objects_where
 from .evidence import in_optimizer
 from .kinds import Cut
 
-__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "unowned", "attribute_path", "unregistered_owner", "tied_names", "MadeInForward", "made_in_forward", "unregistered_hint"]
+__all__ = ["Unregistered", "frame_modules", "frame_optimizer", "missing_from_optimizer", "stale_in_optimizer", "stale_hint", "unowned", "attribute_path", "unregistered_owner", "tied_names", "MadeInForward", "made_in_forward", "own_forwards", "unregistered_hint"]
 
 #: How many attributes, and how deep into registered submodules, a module is searched.
 _MAX_ATTRS, _MAX_DEPTH = 200, 6
@@ -257,6 +257,20 @@ _LAYER_DIMS = {"Linear": (1, 2), "Bilinear": (1, 3), "Conv1d": (1, 3), "Conv2d":
 _LAYER_CALL = re.compile(r"\b(?:torch\.)?nn\.([A-Z]\w*)\(")
 
 
+def own_forwards(classes) -> Iterator[tuple[type, list[str], int]]:
+    """``(class, source lines, first line number)`` of the ``forward`` each of ``classes`` defines itself,
+    for the program's own classes (not torch's), each class once, where its source can be read."""
+    for cls in dict.fromkeys(classes):
+        forward = cls.__dict__.get("forward")
+        if forward is None or (cls.__module__ or "").startswith("torch."):
+            continue
+        try:
+            lines, first = inspect.getsourcelines(forward)
+        except (OSError, TypeError):
+            continue
+        yield cls, lines, first
+
+
 def made_in_forward(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]]) -> MadeInForward | None:
     """Where ``t``, an ``nn.Parameter`` that none of ``modules`` registers, may come from: a line
     of one of their own classes' ``forward`` (not torch's) that creates a layer whose Parameters
@@ -271,14 +285,7 @@ def made_in_forward(t: torch.Tensor, modules: list[tuple[str, torch.nn.Module]])
             classes = list(dict.fromkeys(type(m) for m in list(mod.modules())[:512]))
         except Exception:  # noqa: BLE001 - a broken module says nothing
             continue
-        for cls in classes:
-            forward = cls.__dict__.get("forward")
-            if forward is None or (cls.__module__ or "").startswith("torch."):
-                continue
-            try:
-                lines, first = inspect.getsourcelines(forward)
-            except (OSError, TypeError):
-                continue
+        for cls, lines, first in own_forwards(classes):
             for k, text in enumerate(lines):
                 for found in _LAYER_CALL.finditer(text.split("#", 1)[0]):
                     if dims in _LAYER_DIMS.get(found.group(1), ()):

@@ -10,7 +10,7 @@ from ..graph import Graph, OpNode, TensorNode
 from ..values import Summary, format_number
 
 __all__ = [
-    "value_read",
+    "value_read", "read_live",
     "Links", "Cause", "bad", "kind", "index", "value_at", "position", "positional", "base", "named_like", "limit", "trained", "live_as_recorded",
     "CONTRACTIONS", "FILLS", "SOFTMAXES", "ATTENTIONS", "DIVS", "CASTS", "HALF", "hidden_by_exp",
 ]
@@ -348,19 +348,29 @@ def value_read(g: Graph, tid: str, flat: int | None, shape: tuple) -> Any:
     v = value_at(g.node(tid).value, flat, shape)
     if v is not None or flat is None:
         return v
+
+    def at(t: torch.Tensor) -> Any:
+        p = position(tuple(shape), flat, tuple(t.shape))
+        return None if p is None or p >= t.numel() else t.reshape(-1)[p].item()
+
+    return read_live(g, tid, at)
+
+
+def read_live(g: Graph, tid: str, reader, default: Any = None) -> Any:
+    """``reader(t)`` of record ``tid``'s live tensor (detached, a plain strided real tensor) while it is still
+    the version the trace recorded, read unseen by the user's modes and traces; ``default`` otherwise."""
     t = live_as_recorded(g, tid)
     if t is None:
-        return None
+        return default
     from .._live.guard import quiet
 
     try:
         with quiet():  # (graphlens's own read: no mode or trace of the user's sees it)
             if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_complex():
-                return None
-            p = position(tuple(shape), flat, tuple(t.shape))
-            return None if p is None or p >= t.numel() else t.detach().reshape(-1)[p].item()
+                return default
+            return reader(t.detach())
     except Exception:  # noqa: BLE001 - a tensor that cannot be read says nothing
-        return None
+        return default
 
 
 def trained(g: Graph, links: Links, op: str | None = None) -> bool:

@@ -16,7 +16,7 @@ import torch
 
 from ..graph import Graph, TensorNode
 from ..values import format_number
-from .nonfinite_links import Cause, Links, bad, base, live_as_recorded, named_like, trained
+from .nonfinite_links import Cause, Links, bad, base, live_as_recorded, named_like, read_live, trained
 
 __all__ = ["all_positive", "factors_per_product", "masked_product", "exact_cause", "arithmetic", "RECURRENT", "largest", "saturation_edge", "exp_fix", "underflowed_exp"]
 
@@ -349,16 +349,7 @@ def all_positive(g: Graph, inputs: list[str]) -> bool:
     v = g.node(inputs[0]).value
     if v is not None and v.min is not None:
         return type(v.min) in (int, float) and v.min > 0
-    t = live_as_recorded(g, inputs[0])
-    if t is None:
-        return False
-    from .._live.guard import quiet
-
-    try:
-        with quiet():  # (graphlens's own read: no mode or trace of the user's sees it)
-            return type(t) is torch.Tensor and not t.is_complex() and bool((t.detach() > 0).all())
-    except Exception:  # noqa: BLE001 - a tensor that cannot be read says nothing
-        return False
+    return read_live(g, inputs[0], lambda t: bool((t > 0).all()), False)
 
 
 def factors_per_product(g: Graph, x: str | None, out: str) -> int | None:

@@ -7,7 +7,7 @@ from .kinds import ZERO_DERIVATIVE, Cut
 from .evidence import changed_untracked, data_alias_sentence, hook_fix, hook_sentence, hooks_of, in_optimizer
 from .facts import grad_text, gradient_flowed
 
-__all__ = ["reached_answer", "zero_paths", "one_version"]
+__all__ = ["reached_answer", "zero_paths", "unreached_roots"]
 
 
 def zero_paths(a: Asked) -> list[str]:
@@ -36,8 +36,7 @@ def zero_paths(a: Asked) -> list[str]:
 def reached_answer(a: Asked, d: Draft) -> None:
     """A leaf that requires grad, or a non-leaf that retains its grad, that the roots reach."""
     view, node, tid, name, who, root_name = a.view, a.node, a.tid, a.name, a.who, a.root_name
-    apart = [r for r in a.roots if len(a.roots) > 1 and tid is not None and one_version(view, node)
-             and not view.bfs([r], tid)[1]]
+    apart = unreached_roots(a)
     if apart:  # (several roots, and some do not reach the tensor: only those that do are said to)
         flows = [r for r in a.roots if r not in apart]
         root_name = _names(view, flows)
@@ -256,7 +255,15 @@ def _discarded(a: Asked, d: Draft, who: str) -> None:
              "epoch, say) throws away the passes since the last step.")
 
 
-def one_version(view, node) -> bool:
+def unreached_roots(a: Asked) -> list[str]:
+    """The roots, among several, that do not reach the asked tensor at all: said only of a tensor with one
+    record (:func:`_one_version`), none otherwise."""
+    if len(a.roots) < 2 or a.tid is None or not _one_version(a.view, a.node):
+        return []
+    return [r for r in a.roots if not a.view.bfs([r], a.tid)[1]]
+
+
+def _one_version(view, node) -> bool:
     """Whether ``node`` is the only record of its tensor (no other record of the same name: an optimizer's
     step makes one): only then does a root that does not reach this record not depend on the tensor at all (a root
     of an earlier step reaches the version that step used, an optimizer's step makes a new one)."""
