@@ -443,6 +443,23 @@ def test_labels_are_escaped():
     assert "<B>a&lt;b&gt;&amp;&quot;c</B>" in label and "a<b>" not in label
 
 
+
+def test_attribute_lists_written_once_per_style_read_as_each_would_alone():
+    """An attribute list whose style was written before comes out as writing it anew would: a
+    ``graphviz.nohtml`` value equal to a plain one already seen keeps its own quoting, and a
+    tooltip sits at its sorted place among the cached style."""
+    import graphviz
+
+    from graphlens.render.dot import attr_list
+
+    plain = {"shape": "box", "xlabel": 'a\\lb "c"'}
+    first = attr_list(None, plain)
+    assert attr_list(None, dict(plain)) == first == ' [shape=box xlabel="a\\lb \\"c\\""]'
+    text = attr_list(None, {"shape": "box", "xlabel": graphviz.nohtml('a\\lb "c"')})
+    assert text == ' [shape=box xlabel="a\\\\lb \\"c\\""]' != first
+    tipped = attr_list("n", {"width": "1", "shape": "box", "tooltip": graphviz.nohtml("t: x"), "color": None})
+    assert tipped == ' [label=n shape=box tooltip="t: x" width=1]'
+
 # -- rendering files -------------------------------------------------------------------------------------
 @pytest.mark.needs_dot
 @needs_pure

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 import shutil
@@ -201,16 +202,46 @@ def quote(value: str) -> str:
 def attr_list(label: str | None, attrs: Mapping[str, Any]) -> str:
     """`` [label=... key=value ...]`` exactly as graphviz writes it: the label first,
     then the other attributes sorted by name; an HTML-like label (``<...>``, unless it is a
-    ``graphviz.nohtml`` text) as it is."""
+    ``graphviz.nohtml`` text) as it is.
+
+    >>> print(attr_list("x", {"shape": "box", "color": "#ff0000", "tooltip": graphviz.nohtml('a "b"')}))
+     [label=x color="#ff0000" shape=box tooltip="a \\"b\\""]
+    """
     parts = []
     if label is not None:
         html_like = label[:1] == "<" and label[-1:] == ">" and not isinstance(label, graphviz.quoting.NoHtml)
         parts.append("label=" + (label if html_like else quote(label)))
-    for key in sorted(attrs):
-        value = attrs[key]
-        if value is not None:
-            parts.append(f"{quote(key)}={quote(value)}")
+    if attrs:
+        tip = attrs.get("tooltip")
+        if tip is None:
+            parts.extend(_style_pairs(attrs)[1])
+        else:  # (a tooltip is a node's own: the style around it is what repeats)
+            keys, pairs = _style_pairs({k: v for k, v in attrs.items() if k != "tooltip"})
+            at = bisect.bisect(keys, "tooltip")
+            parts.extend(pairs[:at])
+            parts.append("tooltip=" + quote(tip))
+            parts.extend(pairs[at:])
     return " [" + " ".join(parts) + "]" if parts else ""
+
+
+def _style_pairs(attrs: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(the keys, the ``key=value`` texts)`` of ``attrs`` sorted by key, None left out;
+    the same attributes of many nodes and edges (their style) are written once: plain
+    strings only are cached (a ``graphviz.nohtml`` value equals the plain string with
+    its text, but is quoted otherwise)."""
+    key = tuple(attrs.items())
+    made = _STYLES.get(key)
+    if made is not None and set(map(type, attrs.values())) <= _PLAIN:
+        return made
+    keys = sorted(k for k, v in attrs.items() if v is not None)
+    made = (tuple(keys), tuple([f"{quote(k)}={quote(attrs[k])}" for k in keys]))
+    if len(_STYLES) < 4096 and set(map(type, attrs.values())) <= _PLAIN and set(map(type, attrs)) <= _PLAIN:
+        _STYLES[key] = made
+    return made
+
+
+_STYLES: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # (attrs' items) -> their sorted keys and texts
+_PLAIN = frozenset({str, type(None)})
 
 
 def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: str, notes=None, prefix: str = "") -> graphviz.Digraph:
