@@ -9,7 +9,9 @@ row prints the floor that bounds it from below:
   snapshot that shows saved tensors must do), and the "facts floor": that walk plus the facts a
   diagram shows of each tensor it draws (flags, shape, dtype, the head of the value and of the
   gradient, one reduction each saying whether it is finite) and, with saved records, the shape,
-  dtype and storage of each saved tensor (:func:`facts_walk`);
+  dtype and storage of each saved tensor (:func:`facts_walk`), and the "records floor": the
+  facts floor with saved records as graphlens keeps them (no hooked slot unpacked, each
+  storage's size, kind and number; :func:`records_walk`);
 - snapshot + DOT: ``torchviz.make_dot`` (the reference of the target) and writing torchviz's
   content as plain text ("text");
 - to_dot of a prebuilt graph: one line per node and edge written as text ("text baseline");
@@ -210,6 +212,69 @@ def facts_walk(root: torch.Tensor, saved: bool = False) -> list:
     return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
 
 
+_RAW: dict = {}
+_SLOT = torch._C._autograd.SavedTensor
+_NUMBER_PROBES = {dtype: torch.zeros((), dtype=low) for dtype, low in ((torch.float64, torch.float16), (torch.int64, torch.int8))}
+
+
+def records_walk(root: torch.Tensor, facts_out: list | None = None) -> list:
+    """The records floor: :func:`facts_walk` with saved records, plus what a saved record must
+    read beyond those facts to keep graphlens's promises and to count memory, written plainly:
+    before a slot is unpacked, whether a saved-tensor hook is on it (unpacking would run the
+    user's unpack hook: ``_raw_saved_*`` and its ``unpack_hook``); for each saved tensor, its
+    storage's size and kind (made by a backward node, a parameter, a Python number torch
+    wrapped (one ``result_type`` against a probe, the only test torch offers), or untracked)
+    and a number per storage; the number a 0-d one holds.  No names, no records, no
+    resolving which tensor of the graph a saved one is: a floor.  ``facts_out``, when given, is
+    extended with what was read (for tests)."""
+    index: dict = {}
+    rows: list = []
+    facts: list = [] if facts_out is None else facts_out
+    facts.append(_facts_of(root))
+    storages: dict = {}
+    stack = [root.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in index:
+            continue
+        index[fn] = len(rows)
+        nf = fn.next_functions
+        rows.append(nf)
+        if not nf and type(fn).__name__ == "AccumulateGrad":
+            v = fn.variable
+            facts.append((_facts_of(v), None if v.grad is None else _facts_of(v.grad)))
+        pairs = _RAW.get(type(fn))
+        if pairs is None:
+            pairs = _RAW[type(fn)] = [(a, "_raw" + a) for a in dir(fn) if a.startswith("_saved_")]
+        for a, raw in pairs:
+            slot = getattr(fn, raw, None)
+            if slot is not None and type(slot) is _SLOT and slot.unpack_hook is not None:
+                facts.append("hidden")
+                continue
+            try:
+                value = getattr(fn, a)
+            except RuntimeError:
+                facts.append(None)
+                continue
+            if isinstance(value, torch.Tensor):
+                storage = value.untyped_storage()
+                base = value._base if value._is_view() else value
+                zero_d = value.dim() == 0
+                if not base.is_leaf:
+                    kind = "activation"
+                elif base.requires_grad:
+                    kind = "parameter"
+                else:
+                    probe = _NUMBER_PROBES.get(value.dtype)
+                    kind = "number" if probe is not None and zero_d and torch.result_type(probe, value) is not value.dtype else "untracked"
+                number = storages.setdefault(storage.data_ptr(), len(storages))
+                facts.append((tuple(value.shape), value.dtype, number, storage.nbytes(), kind, value.item() if zero_d else None))
+            else:
+                facts.append(value)
+        stack.extend(c for c, _ in reversed(nf))
+    return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
+
+
 def chain_graph(n: int) -> gl.Graph:
     """The snapshot of an ``n``-op chain, its ops and edges already listed (to_dot's input)."""
     x = torch.randn(2, requires_grad=True)
@@ -235,12 +300,16 @@ def text_dot(g: gl.Graph) -> str:
     return "\n".join(lines)
 
 
-def dot_floor(root: torch.Tensor, g: gl.Graph, *, saved: bool = True) -> str:
+def dot_floor(root: torch.Tensor, g: gl.Graph, *, saved: bool = True, records: bool = False) -> str:
     """The floor of snapshot + to_dot: :func:`facts_walk` with saved records (what the picture
-    shows, read from the live graph; without them, ``saved=False``) and :func:`text_dot` of the
+    shows, read from the live graph; without them, ``saved=False``; with ``records``, the
+    saved records as graphlens keeps them, :func:`records_walk`) and :func:`text_dot` of the
     graph (one line per node and edge, written from a prebuilt graph).  No collapse, no
     regions, no legend: a floor."""
-    facts_walk(root, saved=saved)
+    if records:
+        records_walk(root)
+    else:
+        facts_walk(root, saved=saved)
     return text_dot(g)
 
 
@@ -310,6 +379,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         sides = {
             "ordered": lambda: ordered_walk(root), "flat_saved": lambda: flat_saved_walk(root),
             "facts": lambda: facts_walk(root), "facts_saved": lambda: facts_walk(root, saved=True),
+            "records": lambda: records_walk(root),
             "nosaved": lambda: gl.snapshot(root, saved=False), "saved": lambda: gl.snapshot(root, saved=True),
         }
         # (from a collected heap: a full collection that the sides' allocations make due lands
@@ -319,6 +389,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
             "graph": build.__name__, "ordered_ms": res["ordered"]["median_s"] * 1e3,
             "flat_saved_vs_ordered": ratio(res, "flat_saved", "ordered"),
             "facts_vs_ordered": ratio(res, "facts", "ordered"), "facts_saved_vs_ordered": ratio(res, "facts_saved", "ordered"),
+            "records_vs_ordered": ratio(res, "records", "ordered"),
             "snapshot_nosaved_vs_ordered": ratio(res, "nosaved", "ordered"),
             "snapshot_vs_ordered": ratio(res, "saved", "ordered"),
             "iqr": {"snapshot_nosaved_vs_ordered": iqr(res, "nosaved", "ordered"), "snapshot_vs_ordered": iqr(res, "saved", "ordered")},
@@ -331,11 +402,13 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
             # (and the same without saved records: what snapshot(saved=False), or such a default, would draw it in)
             res = interleaved({"gl": lambda: to_dot(gl.snapshot(root)).source, "tv": lambda: make_dot(root).source,
                                "floor": lambda: dot_floor(root, g), "gl_nosaved": lambda: to_dot(gl.snapshot(root, saved=False)).source,
-                               "floor_nosaved": lambda: dot_floor(root, g, saved=False)}, repeats, floor)
+                               "floor_nosaved": lambda: dot_floor(root, g, saved=False),
+                               "floor_records": lambda: dot_floor(root, g, records=True)}, repeats, floor)
             out["dot"].append({"graph": build.__name__, "graphlens_ms": res["gl"]["median_s"] * 1e3,
                                "torchviz_ms": res["tv"]["median_s"] * 1e3, "dot_vs_torchviz": ratio(res, "gl", "tv"),
                                "floor_vs_torchviz": ratio(res, "floor", "tv"), "nosaved_vs_torchviz": ratio(res, "gl_nosaved", "tv"),
                                "floor_nosaved_vs_torchviz": ratio(res, "floor_nosaved", "tv"),
+                               "floor_records_vs_torchviz": ratio(res, "floor_records", "tv"),
                                "iqr": {"dot_vs_torchviz": iqr(res, "gl", "tv"), "nosaved_vs_torchviz": iqr(res, "gl_nosaved", "tv")}})
             if shutil.which("dot") is not None:
                 # (what a user waits for: the picture, laid out by Graphviz; no target, a fact beside the ones above)
@@ -458,7 +531,9 @@ class FactsFloorMode(_HookMode):
     the block line (``f_lasti``), and :func:`_value_facts` (its head and whether it is finite);
     with ``saved``, each new node's saved attributes (shape, dtype and storage of a tensor, the
     value of anything else); with ``grads``, a post-hook per backward node reading the head and
-    finiteness of every gradient it sends (what arrives at a node is what another sent)."""
+    finiteness of every gradient it sends (what arrives at a node is what another sent).
+    An input first seen (a parameter, the data) is recorded with its value's facts too: the
+    diagrams show a leaf's value."""
 
     def __init__(self, *, grads: bool = True, saved: bool = True) -> None:
         super().__init__()
@@ -478,6 +553,13 @@ class FactsFloorMode(_HookMode):
         if type(out) is torch.Tensor:
             index = self.index
             ins = tuple([index.get(id(a), -1) for a in args if type(a) is torch.Tensor or type(a) is torch.nn.Parameter])
+            if -1 in ins:  # (an input first seen, a parameter or the data: a diagram shows its value too)
+                for a in args:
+                    if (type(a) is torch.Tensor or type(a) is torch.nn.Parameter) and id(a) not in index:
+                        index[id(a)] = len(self.recs)
+                        self.refs.append(weakref.ref(a))
+                        self.recs.append((tuple(a.shape), a.dtype, a.requires_grad, a._version, _value_facts(a)))
+                ins = tuple([index[id(a)] for a in args if type(a) is torch.Tensor or type(a) is torch.nn.Parameter])
             fn = out.grad_fn
             index[id(out)] = len(self.recs)
             self.refs.append(weakref.ref(out))
@@ -613,17 +695,20 @@ def _under(mode: type, step: Callable[[], None]) -> None:
 
 def show_f(f: dict) -> None:
     print("\n(f) issue 24's targets, each beside its floor")
-    print("  snapshot / ordered walk; floors: flat saved reads, and the facts floor (the walk plus the facts a diagram shows)")
+    print("  snapshot / ordered walk; floors: flat saved reads, the facts floor (the walk plus the facts a diagram shows),"
+          " and the records floor (that with the saved records graphlens keeps: hooked slots left packed, storages counted)")
     print(f"{'graph':<16}{'ordered ms':>11}{'flat saved':>11}{'facts':>7}{'snap saved=F':>13}{'target':>7}"
-          f"{'facts+saved':>12}{'snap saved':>11}{'target':>7}")
+          f"{'facts+saved':>12}{'records':>8}{'snap saved':>11}{'target':>7}")
     for r in f["snapshot"]:
         print(f"{r['graph']:<16}{r['ordered_ms']:>11.2f}{r['flat_saved_vs_ordered']:>11.2f}{r.get('facts_vs_ordered', float('nan')):>7.2f}"
               f"{r['snapshot_nosaved_vs_ordered']:>13.2f}{TARGETS_F['snapshot_nosaved_vs_ordered']:>7.2f}"
-              f"{r.get('facts_saved_vs_ordered', float('nan')):>12.2f}{r['snapshot_vs_ordered']:>11.2f}{TARGETS_F['snapshot_vs_ordered']:>7.2f}")
+              f"{r.get('facts_saved_vs_ordered', float('nan')):>12.2f}{r.get('records_vs_ordered', float('nan')):>8.2f}"
+              f"{r['snapshot_vs_ordered']:>11.2f}{TARGETS_F['snapshot_vs_ordered']:>7.2f}")
     for r in f["dot"]:
         print(f"  snapshot+to_dot / make_dot, {r['graph']}: {r['dot_vs_torchviz']:.2f}x (target {TARGETS_F['dot_vs_torchviz']}x;"
               f" {r['graphlens_ms']:.1f} ms vs {r['torchviz_ms']:.1f} ms); floor: the facts walk with saved records"
-              f" plus the text of every node and edge {r.get('floor_vs_torchviz', float('nan')):.2f}x")
+              f" plus the text of every node and edge {r.get('floor_vs_torchviz', float('nan')):.2f}x;"
+              f" with the records floor instead {r.get('floor_records_vs_torchviz', float('nan')):.2f}x")
         if "svg" in r:
             v = r["svg"]
             print(f"    to an SVG picture (to_dot(...).pipe('svg') vs make_dot(...).pipe('svg'), Graphviz's dot laying it out; no target):"
@@ -677,12 +762,14 @@ def verdicts_f(f: dict) -> dict[str, str]:
             r.get("iqr", {}).get("snapshot_nosaved_vs_ordered"))
         out[f"snapshot_vs_ordered[{r['graph']}]"] = say(
             "snapshot_vs_ordered", r["snapshot_vs_ordered"],
-            f"floors: flat saved reads {r['flat_saved_vs_ordered']:.2f}, facts floor with saved {r['facts_saved_vs_ordered']:.2f}",
+            f"floors: flat saved reads {r['flat_saved_vs_ordered']:.2f}, facts floor with saved {r['facts_saved_vs_ordered']:.2f}"
+            + (f", records floor {r['records_vs_ordered']:.2f}" if "records_vs_ordered" in r else ""),
             r.get("iqr", {}).get("snapshot_vs_ordered"))
     for r in f["dot"]:
         out[f"dot_vs_torchviz[{r['graph']}]"] = say(
             "dot_vs_torchviz", r["dot_vs_torchviz"],
-            f"floor: facts walk with saved records + text {r['floor_vs_torchviz']:.2f}" if "floor_vs_torchviz" in r else "",
+            (f"floor: facts walk with saved records + text {r['floor_vs_torchviz']:.2f}" if "floor_vs_torchviz" in r else "")
+            + (f", records floor + text {r['floor_records_vs_torchviz']:.2f}" if "floor_records_vs_torchviz" in r else ""),
             r.get("iqr", {}).get("dot_vs_torchviz"))
         if "nosaved_vs_torchviz" in r:
             out[f"dot_vs_torchviz_nosaved[{r['graph']}]"] = say(

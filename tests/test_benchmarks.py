@@ -76,3 +76,22 @@ def test_a_ratio_spread_is_the_quartiles_of_the_per_repeat_ratios(floors):
     row = {"ops": 10, "to_dot_vs_text": 4.0, "iqr": {"to_dot_vs_text": floors.iqr(res, "a", "b")}}
     verdicts = floors.verdicts_f({"snapshot": [], "dot": [], "to_dot": [row], "trace": [], "models": []})
     assert verdicts["to_dot_vs_text[10]"].startswith("4.00 [quartiles 3.00–6.00] (target <= 2.0): missed")
+
+
+def test_the_records_floor_reads_what_a_snapshot_keeps_of_saved_tensors(floors):
+    """The records floor finds the graph's ordered edges, the same storage kinds as the
+    snapshot's saved entries, and leaves a slot with a saved-tensor hook packed."""
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    unpacked = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: unpacked.append(1) or t):
+        hidden = (x * w).sin()
+    y = (hidden * 2.0).exp().sum()
+    read: list = []
+    assert floors.records_walk(y, read) == floors.ordered_walk(y)
+    assert unpacked == [] and "hidden" in read
+    kinds = sorted(f[4] for f in read if isinstance(f, tuple) and len(f) == 6 and isinstance(f[4], str))
+    import graphlens as gl
+
+    shown = sorted(s.kind for op in gl.snapshot(y).ops for e in op.saved for s in e.storages)
+    assert kinds == shown and "number" in kinds and "activation" in kinds
