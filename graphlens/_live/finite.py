@@ -11,7 +11,7 @@ from .capture import _DTYPE, _HEAD, _VERSION
 from .facts import known_finite, version_of
 from .guard import _dispatch_depth
 
-__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "FINITE_DERIVATIVES", "BOUNDED_DERIVATIVES", "may_send_nonfinite", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within"]
+__all__ = ["KEEPS_FINITE", "SENDS_FINITE", "FINITE_DERIVATIVES", "BOUNDED_DERIVATIVES", "may_send_nonfinite", "plain_args", "finite_record", "keeps_finite", "current", "made_finite", "elements_within", "head_not_finite"]
 
 _T = torch.Tensor
 _stack_len = torch._C._len_torch_function_stack
@@ -184,3 +184,19 @@ def elements_within(v: torch.Tensor, t: torch.Tensor) -> bool:
         return lo <= vlo and vhi < lo + expected
     except Exception:  # noqa: BLE001 - storage-less or odd tensors: not known
         return False
+
+
+def head_not_finite(h: tuple) -> bool:
+    """Whether a value's head (see :func:`graphlens._live.facts.read_head`) shows a NaN or an
+    infinity: the whole tensor's check, read with it, or the head's own numbers (their sum
+    minus itself is 0 exactly when it is finite; for integers and bools always)."""
+    if len(h) > 5:
+        return h[5] is False
+    values = h[3]
+    if not values:
+        return False
+    try:
+        total = sum(values)
+    except TypeError:
+        return False
+    return total - total != 0

@@ -16,6 +16,7 @@ from .capture import (
 )
 from .facts import _NUMBERS, StorageBook, read_saved, same_data, saved_plan, saved_value, shape_of, version_of
 from .finite import KEEPS_FINITE, current, finite_record, keeps_finite, made_finite
+from .finite import head_not_finite as _not_finite
 from .frames import FrameNotes
 from .regions import RegionNotes
 from .writes import WriteNotes
@@ -36,6 +37,8 @@ _HALF = frozenset({torch.float16, torch.bfloat16})
 _grad_enabled = torch.is_grad_enabled
 _default_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 _ref = weakref.ref
+_STRIDED = torch.strided
+_tolist = _Tensor.tolist
 
 #: What a recorded call is, by the function torch hands the mode (cached per function).
 PLAIN, DETACH = 0, 1
@@ -45,22 +48,6 @@ _DETACHES = {_Tensor.detach, _Tensor.detach_, _DATA_GET}
 
 #: Calls that hand a tensor's value out of the graph as Python or NumPy numbers.
 EXITS = frozenset({"item", "tolist", "numpy", "__float__", "__int__", "__bool__", "__index__", "__array__"})
-
-
-def _not_finite(h: tuple) -> bool:
-    """Whether a value's head (see :func:`graphlens._live.facts.read_head`) shows a NaN or an
-    infinity: the whole tensor's check, read with it, or the head's own numbers (their sum
-    minus itself is 0 exactly when it is finite; for integers and bools always)."""
-    if len(h) > 5:
-        return h[5] is False
-    values = h[3]
-    if not values:
-        return False
-    try:
-        total = sum(values)
-    except TypeError:
-        return False
-    return total - total != 0
 
 
 class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
@@ -469,8 +456,15 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         shape = tuple(out.shape)
         refs.append(_ref(out))
         limit = self.max_elements  # (a value the head holds whole is read, not reduced: nothing to know)
-        h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, kwargs))
         dtype = out.dtype
+        h = None
+        if len(shape) == 1 and 0 < shape[0] <= limit and out.is_cpu and out.layout is _STRIDED:
+            try:  # (head's first case, inline: a plain strided tensor, not nested, read whole)
+                h = (shape, dtype, shape[0], tuple(_tolist(out)))
+            except Exception:  # noqa: BLE001 - quantized or storage-less data: head says what it can
+                h = None
+        if h is None:
+            h = head(out, shape, limit, finite=func in KEEPS_FINITE and out.numel() > limit and keeps_finite(recs, ins, args, kwargs))
         recs.append((
             shape, dtype, out.device, False, True, out._version, out._is_view(), False, j, nr,
             None, None, scope, h,
