@@ -152,7 +152,8 @@ class BackwardRecord:
         hook = handles is not None
         visited: set = set()
         seen: set = set()
-        stack = [fn for fn in fns if fn is not None]
+        # (each node with its op record when known: a child's is found as its parent links it)
+        stack = [(fn, -1) for fn in fns if fn is not None]
         first = self.first_seq
         ops, expanded, osaved, volatile, by_seq, onext = (
             self.ops, self.expanded, self.osaved, self.volatile, self.by_seq, self.onext
@@ -162,14 +163,15 @@ class BackwardRecord:
         try:
             with paused_gc():
                 while stack:
-                    fn = stack.pop()
+                    fn, j = stack.pop()
                     if fn in seen:
                         continue
                     seen.add(fn)
                     name = type(fn).__name__
-                    j = by_seq.get(fn._sequence_nr()) if name != "AccumulateGrad" else None
-                    if j is None or ops[j][_NAME] != name:
-                        j = op_of(fn, None)
+                    if j < 0:
+                        j = by_seq.get(fn._sequence_nr()) if name != "AccumulateGrad" else None
+                        if j is None or ops[j][_NAME] != name:
+                            j = op_of(fn, None)
                     visited.add(j)
                     orec = ops[j]
                     var = orec[_VAR]
@@ -195,7 +197,7 @@ class BackwardRecord:
                         )
                     if j in expanded:
                         if j in onext:  # walked before: only its hooks and saved values are new
-                            stack.extend(c for c, _ in fn.next_functions if c is not None and c not in seen)
+                            stack.extend((c, -1) for c, _ in fn.next_functions if c is not None and c not in seen)
                         continue  # (else a boundary)
                     expanded.add(j)
                     if fn._sequence_nr() < first:
@@ -212,7 +214,7 @@ class BackwardRecord:
                                 self.thaw(k)[_OSCOPE] = orec[_OSCOPE]  # e.g. the TBackward0 inside linear
                             links.append((input_nr, k, output_nr))
                             if child not in seen:
-                                stack.append(child)
+                                stack.append((child, k))
                     onext[j] = tuple(links)
         finally:
             fn = child = None
