@@ -159,7 +159,7 @@ class BackwardRecord:
             self.ops, self.expanded, self.osaved, self.volatile, self.by_seq, self.onext
         )
         read = self.saved
-        op_of, rows, saved_of = self.op_of, self.rows, self.saved_of
+        op_of, rows, saved_of, refs = self.op_of, self.rows, self.saved_of, self.refs
         try:
             with paused_gc():
                 while stack:
@@ -181,7 +181,12 @@ class BackwardRecord:
                         else:
                             outs = orec[_OUTS]
                             targets = tuple(outs.items())
-                            watch = self._retained(outs.values())
+                            if len(targets) == 1:  # (one output, _retained's common case inline)
+                                t = refs[targets[0][1]]()
+                                watch = (targets[0][1],) if t is not None and t.retains_grad else ()
+                                t = None
+                            else:
+                                watch = self._retained(outs.values())
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
                         handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
