@@ -95,3 +95,15 @@ def test_the_records_floor_reads_what_a_snapshot_keeps_of_saved_tensors(floors):
 
     shown = sorted(s.kind for op in gl.snapshot(y).ops for e in op.saved for s in e.storages)
     assert kinds == shown and "number" in kinds and "activation" in kinds
+
+
+def test_no_verdict_against_a_walk_that_read_slower_than_a_floor_doing_more(floors):
+    """A snapshot row whose ordered walk read slower than the facts floor (which does all the walk
+    does and more) gets no met/missed verdict, and is read against the records floor instead."""
+    row = {"graph": "g", "ordered_ms": 2.0, "flat_saved_vs_ordered": 1.4, "facts_vs_ordered": 0.43, "facts_saved_vs_ordered": 0.85,
+           "records_vs_ordered": 1.89, "snapshot_nosaved_vs_ordered": 0.31, "snapshot_vs_ordered": 2.04}
+    verdicts = floors.verdicts_f({"snapshot": [row], "dot": [], "to_dot": [], "trace": [], "models": []})
+    assert "met" not in verdicts["snapshot_vs_ordered[g]"] and "not measured" in verdicts["snapshot_vs_ordered[g]"]
+    assert "records floor 1.08" in verdicts["snapshot_vs_ordered[g]"]
+    row["facts_vs_ordered"] = 1.9
+    assert "(target <= 3.0): met" in floors.verdicts_f({"snapshot": [row], "dot": [], "to_dot": [], "trace": [], "models": []})["snapshot_vs_ordered[g]"]
