@@ -20,7 +20,9 @@ row prints the floor that bounds it from below:
   recorder of what flowed along every edge), and the "facts floor" (:class:`FactsFloorMode`):
   the least a recorder built on a mode and hooks does to keep the facts the trace's diagrams
   show (each value's head and finiteness, its edges, flags and line; saved attributes; the
-  head of every gradient sent), with the same switches as the trace (``grads``, ``saved``).
+  head of every gradient sent), with the same switches as the trace (``grads``, ``saved``), and
+  the "records floor": the facts floor keeping each saved tensor as a trace must (its storage
+  numbered while it lives, its size and kind, a 0-d one's number).
 """
 
 from __future__ import annotations
@@ -464,7 +466,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
 
     sides = {"plain": step, "trace": traced(), "nograds": traced(grads=False), "lean": traced(grads=False, saved=False),
              "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks),
-             "facts": facts(), "facts_nograds": facts(grads=False), "facts_lean": facts(grads=False, saved=False)}
+             "facts": facts(), "facts_nograds": facts(grads=False), "facts_lean": facts(grads=False, saved=False),
+             "records": facts(records=True), "records_nograds": facts(grads=False, records=True)}
     # Each sample starts from a collected heap: else a full collection (~0.1 s with torch
     # loaded, due by the allocations of all the sides together) lands on whichever side the
     # order puts there, the same one in most repeats (one run measured grads=False at 6.0x
@@ -479,6 +482,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
         "facts_floor": ratio(res, "facts", "plain"), "facts_floor_nograds": ratio(res, "facts_nograds", "plain"),
         "facts_floor_lean": ratio(res, "facts_lean", "plain"),
+        "records_floor": ratio(res, "records", "plain"), "records_floor_nograds": ratio(res, "records_nograds", "plain"),
         "iqr": {"trace_chain": iqr(res, "trace", "plain"), "trace_chain_nograds": iqr(res, "nograds", "plain"),
                 "trace_chain_lean": iqr(res, "lean", "plain"), "trace_inline_vs_step": iqr(res, "inline", "trace")},
     })
@@ -533,11 +537,14 @@ class FactsFloorMode(_HookMode):
     value of anything else); with ``grads``, a post-hook per backward node reading the head and
     finiteness of every gradient it sends (what arrives at a node is what another sent).
     An input first seen (a parameter, the data) is recorded with its value's facts too: the
-    diagrams show a leaf's value."""
+    diagrams show a leaf's value.  With ``records``, the "records floor": each saved tensor kept
+    as a trace must keep it (:meth:`_saved_record`), not only its shape, dtype and address."""
 
-    def __init__(self, *, grads: bool = True, saved: bool = True) -> None:
+    def __init__(self, *, grads: bool = True, saved: bool = True, records: bool = False) -> None:
         super().__init__()
-        self.grads, self.saved = grads, saved
+        self.grads, self.saved, self.records = grads, saved, records
+        self.storages: dict = {}
+        self.weak: list = []  # (torch's weak references to storages, let go when the block ends)
         self.index: dict = {}
         self.recs: list = []
         self.refs: list = []
@@ -572,10 +579,43 @@ class FactsFloorMode(_HookMode):
                 for a in attrs:
                     value = getattr(fn, a)
                     if isinstance(value, torch.Tensor):
-                        self.recs.append((tuple(value.shape), value.dtype, value.untyped_storage().data_ptr()))
+                        if self.records:
+                            self.recs.append(self._saved_record(value))
+                        else:
+                            self.recs.append((tuple(value.shape), value.dtype, value.untyped_storage().data_ptr()))
                     else:
                         self.recs.append(value)
         return out
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            for ref in self.weak:
+                torch.UntypedStorage._free_weak_ref(ref)
+            self.weak.clear()
+
+    def _saved_record(self, value: torch.Tensor) -> tuple:
+        """A saved tensor as a trace must keep it (``records=True``): its storage numbered while it
+        lives (a weak reference to the storage tells an address reused later), its size and kind
+        (as :func:`records_walk` reads it), a 0-d one's number."""
+        storage = value.untyped_storage()
+        ptr = storage.data_ptr()
+        known = self.storages.get(ptr)
+        if known is None or torch.UntypedStorage._expired(known[1]):
+            ref = storage._weak_ref()
+            self.weak.append(ref)
+            known = self.storages[ptr] = (len(self.storages), ref)
+        base = value._base if value._is_view() else value
+        zero_d = value.dim() == 0
+        if not base.is_leaf:
+            kind = "activation"
+        elif base.requires_grad:
+            kind = "parameter"
+        else:
+            probe = _NUMBER_PROBES.get(value.dtype)
+            kind = "number" if probe is not None and zero_d and torch.result_type(probe, value) is not value.dtype else "untracked"
+        return (tuple(value.shape), value.dtype, known[0], storage.nbytes(), kind, value.item() if zero_d else None)
 
     def make_hook(self):
         flowed = self.flowed
@@ -730,6 +770,9 @@ def show_f(f: dict) -> None:
         if "facts_floor" in r:
             print(f"    the facts floor (FactsFloorMode: the least a mode-and-hooks recorder of the same facts does): {r['facts_floor']:.2f}x,"
                   f" grads=False {r['facts_floor_nograds']:.2f}x, grads and saved off {r['facts_floor_lean']:.2f}x")
+        if "records_floor" in r:
+            print(f"    the records floor (the facts floor keeping saved tensors as graphlens must: storages numbered while they"
+                  f" live, their size and kind, a 0-d one's number): {r['records_floor']:.2f}x, grads=False {r['records_floor_nograds']:.2f}x")
         if "uncollected" in r:
             u = r["uncollected"]
             print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"
@@ -794,8 +837,10 @@ def verdicts_f(f: dict) -> dict[str, str]:
                                    f"floor: the collapse floor's {f['collapse_floor_growth']:.2f}" if "collapse_floor_growth" in f else "")
     for r in f["trace"]:
         floors = f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
-        for key, facts in (("trace_chain", "facts_floor"), ("trace_chain_nograds", "facts_floor_nograds"), ("trace_chain_lean", "facts_floor_lean")):
-            out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else ""), r.get("iqr", {}).get(key))
+        for key, facts, records in (("trace_chain", "facts_floor", "records_floor"), ("trace_chain_nograds", "facts_floor_nograds", "records_floor_nograds"),
+                                    ("trace_chain_lean", "facts_floor_lean", None)):
+            out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else "")
+                           + (f", records floor {r[records]:.2f}" if records in r else ""), r.get("iqr", {}).get(key))
         out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"], "", r.get("iqr", {}).get("trace_inline_vs_step"))
     for r in f.get("finiteness", []):
         out[f"nonfinite_checks[{r['workload']}]"] = (f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")

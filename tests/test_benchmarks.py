@@ -107,3 +107,17 @@ def test_no_verdict_against_a_walk_that_read_slower_than_a_floor_doing_more(floo
     assert "records floor 1.08" in verdicts["snapshot_vs_ordered[g]"]
     row["facts_vs_ordered"] = 1.9
     assert "(target <= 3.0): met" in floors.verdicts_f({"snapshot": [row], "dot": [], "to_dot": [], "trace": [], "models": []})["snapshot_vs_ordered[g]"]
+
+
+def test_the_trace_records_floor_keeps_saved_tensors_and_lets_go_of_their_storages(floors):
+    """The trace's records floor records each saved tensor with its storage's number, size and kind,
+    and lets go of torch's weak references to the storages when its block ends."""
+    x = torch.randn(4, requires_grad=True)
+    mode = floors.FactsFloorMode(grads=False, records=True)
+    with mode:
+        y = (x * 2.0).exp()
+        y.sum().backward()
+    kinds = [r[4] for r in mode.recs if isinstance(r, tuple) and len(r) == 6 and isinstance(r[4], str)]
+    assert "number" in kinds and "activation" in kinds
+    assert mode.weak == [] and len(mode.storages) >= 2
+    assert torch.equal(x.grad, 2.0 * (x * 2.0).exp().detach())
