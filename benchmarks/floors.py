@@ -177,14 +177,18 @@ def _facts_of(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.dtype, t.is_leaf, t.requires_grad, t._version, t.is_leaf and t.grad is None, head, finite)
 
 
-def facts_walk(root: torch.Tensor, saved: bool = False) -> list:
+def facts_walk(root: torch.Tensor, saved: bool = False, *, records: bool = False, facts_out: list | None = None) -> list:
     """:func:`ordered_walk` plus the facts a snapshot shows of each tensor it draws (the root
     and every leaf: :func:`_facts_of` of its value and of its ``.grad``), and with ``saved``
     the shape, dtype and storage address of each saved tensor and every other saved value:
-    the floor of any snapshot that shows what graphlens's diagrams show ("facts floor")."""
+    the floor of any snapshot that shows what graphlens's diagrams show ("facts floor").
+    ``records``: the saved attributes read as :func:`records_walk` reads them instead;
+    ``facts_out``, when given, is extended with what was read (for tests)."""
     index: dict = {}
     rows: list = []
-    facts: list = [_facts_of(root)]
+    facts: list = [] if facts_out is None else facts_out
+    facts.append(_facts_of(root))
+    storages: dict = {}
     stack = [root.grad_fn]
     while stack:
         fn = stack.pop()
@@ -196,7 +200,9 @@ def facts_walk(root: torch.Tensor, saved: bool = False) -> list:
         if not nf and type(fn).__name__ == "AccumulateGrad":
             v = fn.variable
             facts.append((_facts_of(v), None if v.grad is None else _facts_of(v.grad)))
-        if saved:
+        if records:
+            _saved_records(fn, facts, storages)
+        elif saved:
             attrs = _ATTRS.get(type(fn))
             if attrs is None:
                 attrs = _ATTRS[type(fn)] = [a for a in dir(fn) if a.startswith("_saved_")]
@@ -224,57 +230,49 @@ def records_walk(root: torch.Tensor, facts_out: list | None = None) -> list:
     read beyond those facts to keep graphlens's promises and to count memory, written plainly:
     before a slot is unpacked, whether a saved-tensor hook is on it (unpacking would run the
     user's unpack hook: ``_raw_saved_*`` and its ``unpack_hook``); for each saved tensor, its
-    storage's size and kind (made by a backward node, a parameter, a Python number torch
-    wrapped (one ``result_type`` against a probe, the only test torch offers), or untracked)
-    and a number per storage; the number a 0-d one holds.  No names, no records, no
-    resolving which tensor of the graph a saved one is: a floor.  ``facts_out``, when given, is
-    extended with what was read (for tests)."""
-    index: dict = {}
-    rows: list = []
-    facts: list = [] if facts_out is None else facts_out
-    facts.append(_facts_of(root))
-    storages: dict = {}
-    stack = [root.grad_fn]
-    while stack:
-        fn = stack.pop()
-        if fn is None or fn in index:
+    storage's size and kind (:func:`_storage_kind`) and a number per storage; the number a 0-d
+    one holds.  No names, no records, no resolving which tensor of the graph a saved one is: a
+    floor.  ``facts_out``, when given, is extended with what was read (for tests)."""
+    return facts_walk(root, records=True, facts_out=facts_out)
+
+
+def _saved_records(fn: Any, facts: list, storages: dict) -> None:
+    """Append each saved attribute of node ``fn`` to ``facts`` as :func:`records_walk` reads it
+    (``storages``: the number of each storage address met so far)."""
+    pairs = _RAW.get(type(fn))
+    if pairs is None:
+        pairs = _RAW[type(fn)] = [(a, "_raw" + a) for a in dir(fn) if a.startswith("_saved_")]
+    for a, raw in pairs:
+        slot = getattr(fn, raw, None)
+        if slot is not None and type(slot) is _SLOT and slot.unpack_hook is not None:
+            facts.append("hidden")
             continue
-        index[fn] = len(rows)
-        nf = fn.next_functions
-        rows.append(nf)
-        if not nf and type(fn).__name__ == "AccumulateGrad":
-            v = fn.variable
-            facts.append((_facts_of(v), None if v.grad is None else _facts_of(v.grad)))
-        pairs = _RAW.get(type(fn))
-        if pairs is None:
-            pairs = _RAW[type(fn)] = [(a, "_raw" + a) for a in dir(fn) if a.startswith("_saved_")]
-        for a, raw in pairs:
-            slot = getattr(fn, raw, None)
-            if slot is not None and type(slot) is _SLOT and slot.unpack_hook is not None:
-                facts.append("hidden")
-                continue
-            try:
-                value = getattr(fn, a)
-            except RuntimeError:
-                facts.append(None)
-                continue
-            if isinstance(value, torch.Tensor):
-                storage = value.untyped_storage()
-                base = value._base if value._is_view() else value
-                zero_d = value.dim() == 0
-                if not base.is_leaf:
-                    kind = "activation"
-                elif base.requires_grad:
-                    kind = "parameter"
-                else:
-                    probe = _NUMBER_PROBES.get(value.dtype)
-                    kind = "number" if probe is not None and zero_d and torch.result_type(probe, value) is not value.dtype else "untracked"
-                number = storages.setdefault(storage.data_ptr(), len(storages))
-                facts.append((tuple(value.shape), value.dtype, number, storage.nbytes(), kind, value.item() if zero_d else None))
-            else:
-                facts.append(value)
-        stack.extend(c for c, _ in reversed(nf))
-    return [[(index.get(c, -1), nr) for c, nr in nf] for nf in rows]
+        try:
+            value = getattr(fn, a)
+        except RuntimeError:
+            facts.append(None)
+            continue
+        if isinstance(value, torch.Tensor):
+            storage = value.untyped_storage()
+            kind, zero_d = _storage_kind(value)
+            number = storages.setdefault(storage.data_ptr(), len(storages))
+            facts.append((tuple(value.shape), value.dtype, number, storage.nbytes(), kind, value.item() if zero_d else None))
+        else:
+            facts.append(value)
+
+
+def _storage_kind(value: torch.Tensor) -> tuple[str, bool]:
+    """``(kind, 0-d)`` of a saved tensor's storage: made by a backward node (an activation), a
+    parameter, a Python number torch wrapped (one ``result_type`` against a probe, the only test
+    torch offers), or untracked."""
+    base = value._base if value._is_view() else value
+    zero_d = value.dim() == 0
+    if not base.is_leaf:
+        return "activation", zero_d
+    if base.requires_grad:
+        return "parameter", zero_d
+    probe = _NUMBER_PROBES.get(value.dtype)
+    return ("number" if probe is not None and zero_d and torch.result_type(probe, value) is not value.dtype else "untracked"), zero_d
 
 
 def chain_graph(n: int) -> gl.Graph:
@@ -606,15 +604,7 @@ class FactsFloorMode(_HookMode):
             ref = storage._weak_ref()
             self.weak.append(ref)
             known = self.storages[ptr] = (len(self.storages), ref)
-        base = value._base if value._is_view() else value
-        zero_d = value.dim() == 0
-        if not base.is_leaf:
-            kind = "activation"
-        elif base.requires_grad:
-            kind = "parameter"
-        else:
-            probe = _NUMBER_PROBES.get(value.dtype)
-            kind = "number" if probe is not None and zero_d and torch.result_type(probe, value) is not value.dtype else "untracked"
+        kind, zero_d = _storage_kind(value)
         return (tuple(value.shape), value.dtype, known[0], storage.nbytes(), kind, value.item() if zero_d else None)
 
     def make_hook(self):
