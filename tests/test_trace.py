@@ -475,3 +475,21 @@ def test_a_leftover_loop_variable_never_names_a_parameter():
         loss = model(torch.ones(1, 2)).sum()
     assert "p" not in {t.name for t in tr.graph().tensors}
     assert tr.graph().find("model.1.bias").is_parameter
+
+
+def test_a_long_trace_leaves_its_records_untracked_by_the_collector():
+    """The records of a long trace are plain tuples the cyclic garbage collector stops tracking,
+    so a full collection walks no object per recorded op (only the tensors' weak references)."""
+    import gc
+
+    x = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        y = x
+        for _ in range(300):
+            y = y * 1.0001
+        y.sum().backward()
+    gc.collect()
+    gc.collect()
+    rec = tr._rec
+    tracked = [o for o in rec.ops if gc.is_tracked(o)] + [r for r in rec.tensors if gc.is_tracked(r)]
+    assert len(rec.ops) > 300 and len(tracked) <= 4, tracked[:4]

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad
+from .capture import _INS, _NAME, _OSCOPE, _OUTS, _VAR, _FORWARD, grad_head, kept_grad, outputs_of
 from .facts import known_finite, read_saved, same_data
 from .finite import SENDS_FINITE, elements_within
 from .guard import _dispatch_depth, quiet
@@ -179,14 +179,14 @@ class BackwardRecord:
                         if var is not None:
                             targets, watch = ((0, var),), (var,)
                         else:
-                            outs = orec[_OUTS]
-                            targets = tuple(outs.items())
+                            outs = orec[_OUTS]  # (one (output_nr, record) pair, or a dict)
+                            targets = (outs,) if type(outs) is tuple else tuple(outs.items())
                             if len(targets) == 1:  # (one output, _retained's common case inline)
                                 t = refs[targets[0][1]]()
                                 watch = (targets[0][1],) if t is not None and t.retains_grad else ()
                                 t = None
                             else:
-                                watch = self._retained(outs.values())
+                                watch = self._retained([i for _, i in targets])
                         for i in watch:
                             self.grad_before.setdefault((self.passes, i), kept_grad(self.refs[i](), self.max_elements))
                         handles.append(fn.register_hook(partial(_step, self, j, targets, watch)))  # (removed by the caller)
@@ -241,7 +241,7 @@ class BackwardRecord:
         """The record a tensor saved by op ``j`` is: one of the op's own recorded inputs or
         outputs holding the same data (PyTorch hands a saved tensor back as a new object)."""
         orec = self.ops[j]
-        near = [*(orec[_INS] or ()), *orec[_OUTS].values()]
+        near = [*(orec[_INS] or ()), *outputs_of(orec)]
         refs = self.refs
         for i in reversed(near):  # the latest version first
             t = refs[i]()

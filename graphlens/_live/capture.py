@@ -14,7 +14,7 @@ from ..graph import LIVE, UNREADABLE, SavedEntry, Summary
 from ..values import SavedStorage
 
 __all__ = [
-    "func_name", "grad_fn_of", "readable", "sequence_now", "head", "grad_head", "kept_grad", "saved_entry",
+    "func_name", "grad_fn_of", "outputs_of", "readable", "sequence_now", "head", "grad_head", "kept_grad", "saved_entry",
     "_FUNC_NAMES", "_TENSOR_PROPERTIES",
     "_SHAPE", "_DTYPE", "_DEVICE", "_IS_LEAF", "_REQUIRES_GRAD", "_VERSION", "_IS_VIEW", "_IS_PARAM", "_OP",
     "_OUTPUT_NR", "_DETACHED_FROM", "_REGION", "_SCOPE", "_HEAD",
@@ -37,8 +37,17 @@ _SUMMED = frozenset({torch.float32, torch.float64})
 # untracked by the collector, so a long trace does not make every full collection longer.)
 # An op record is a short list: [backward name, leaf record of an AccumulateGrad, forward
 # name, region, scope, {output_nr: tensor record}, input tensor records, the block frame's
-# instruction offset when the call was made (-1: not a call)].
+# instruction offset when the call was made (-1: not a call)].  The common call's record
+# is a tuple instead, its one output ``(output_nr, tensor record)``: plain values and
+# tuples of them only, so the collector stops tracking it too (a dict inside would keep it
+# tracked for good); ``Recorder.thaw`` makes it the list when it must change.
 _NAME, _VAR, _FORWARD, _OREGION, _OSCOPE, _OUTS, _INS, _LASTI = range(8)
+
+
+def outputs_of(orec: Any) -> list:
+    """The tensor records of an op record's outputs (of either form)."""
+    outs = orec[_OUTS]
+    return list(outs.values()) if type(outs) is dict else [outs[1]]
 
 #: Properties whose getter makes a tensor of the graph (recorded like calls).
 _TENSOR_PROPERTIES = frozenset({"real", "imag", "T", "mT", "H", "mH"})

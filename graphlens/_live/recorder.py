@@ -257,7 +257,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         op = self.op_of(fn, None)
         nr = t.output_nr
         i = self.new_tensor(t, op, nr, None, None, external=True)
-        self.ops[op][_OUTS].setdefault(nr, i)
+        self.thaw(op)[_OUTS].setdefault(nr, i)
         return i
 
     def adopted(self, t: _Tensor, i: int) -> int:
@@ -276,16 +276,19 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
             orec[_OREGION], orec[_OSCOPE] = self.region_now(), self.scope()
         nr = t.output_nr
         j = self.new_tensor(t, op, nr, None, None)  # it has a grad_fn: made with grad on
-        orec[_OUTS][nr] = j
+        self.thaw(op)[_OUTS][nr] = j
         return j
 
     def thaw(self, j: int) -> list:
-        """Op record ``j`` as a list that can be changed.  The common call's record is made
-        as a tuple of plain values, which the garbage collector stops tracking: a long
-        trace then adds fewer objects for every collection to walk."""
+        """Op record ``j`` as a list that can be changed (its outputs as a dict).  The common
+        call's record is made as a tuple of plain values, its one output as ``(output_nr,
+        record)`` (see :mod:`graphlens._live.capture`: the collector stops tracking it before
+        it reaches the oldest generation)."""
         orec = self.ops[j]
         if type(orec) is tuple:
             orec = self.ops[j] = list(orec)
+            nr, i = orec[_OUTS]
+            orec[_OUTS] = {nr: i}
         return orec
 
     def scope(self) -> str | None:
@@ -448,7 +451,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         i = len(recs)
         ins_t = tuple(ins)
         name = type(fn).__name__
-        ops.append((name, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, {nr: i}, ins_t, lasti))
+        ops.append((name, None, _FUNC_NAMES.get(func) or func_name(func), None, scope, (nr, i), ins_t, lasti))
         self.by_seq[seq] = j
         self.calls.append(j)
         if j >= KEEP_MIN_NODES:  # freeing a deep graph must stay safe (see graphlens._live.safety)
