@@ -27,9 +27,11 @@ row prints the floor that bounds it from below:
 
 from __future__ import annotations
 
+import gc
 import shutil
 import statistics
 import sys
+import time
 import weakref
 from itertools import compress, repeat
 from operator import eq, itemgetter
@@ -49,7 +51,7 @@ try:
 except Exception:  # noqa: BLE001
     make_dot = None
 
-__all__ = ["part_f", "show_f", "verdicts_f", "TARGETS_F"]
+__all__ = ["part_f", "show_f", "verdicts_f", "consecutive", "TARGETS_F"]
 
 #: Issue 24's targets (ratios; lower is better).
 TARGETS_F = {
@@ -484,6 +486,10 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "iqr": {"trace_chain": iqr(res, "trace", "plain"), "trace_chain_nograds": iqr(res, "nograds", "plain"),
                 "trace_chain_lean": iqr(res, "lean", "plain"), "trace_inline_vs_step": iqr(res, "inline", "trace")},
     })
+    # What a loop of traced steps costs on average, full collections included (the medians above
+    # start every sample from a collected heap, so they leave those out, on both sides).
+    out["trace"][-1]["consecutive"] = consecutive(
+        {k: sides[k] for k in ("plain", "trace", "nograds", "lean", "facts", "records", "facts_lean")}, steps=30 if repeats >= 9 else 10)
     out["finiteness"] = _finiteness_cost(interleaved, ratio, 4 * repeats, floor, step)  # (a small difference: more repeats)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
         step_m = make()
@@ -501,6 +507,50 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         out["models"].append({"workload": name, "plain_ms": res["plain"]["median_s"] * 1e3, "trace_vs_plain": ratio(res, "trace", "plain"),
                               "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
                               "facts_floor": ratio(res, "facts", "plain"), "iqr": {"trace_vs_plain": iqr(res, "trace", "plain")}})
+    return out
+
+
+def consecutive(sides: dict[str, Callable[[], Any]], *, steps: int = 30, rounds: int = 2) -> dict[str, dict]:
+    """Each side run ``steps`` times in a row from a collected heap, as a loop of traced steps
+    runs: the mean seconds per step with the cyclic collector's work in it, the full (oldest
+    generation) collections per step and the milliseconds per step spent collecting.  The
+    sides take turns by whole sequences (``rounds`` of them, the lower mean kept): interleaving
+    single steps would hand one side's collections to another.  A full collection walks every
+    tracked object in the process (torch alone holds ~170k): it comes due when the objects
+    moved into the oldest generation since the last one outnumber a quarter of it, so what
+    counts is how many objects a step keeps alive across two young collections (a recorder's
+    own records, and the autograd nodes' Python objects, hooks and weak references)."""
+    out: dict[str, dict] = {}
+    for _ in range(rounds):
+        for name, f in sides.items():
+            full: list[int] = []
+            spent: list[float] = []
+            started: list[float] = []
+
+            def watch(phase: str, info: dict) -> None:
+                if phase == "start":
+                    started.append(time.perf_counter())
+                else:
+                    spent.append(time.perf_counter() - started.pop())
+                    if info["generation"] == 2:
+                        full.append(1)
+
+            gc.collect()
+            gc.callbacks.append(watch)
+            try:
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    f()
+                elapsed = time.perf_counter() - t0
+            finally:
+                gc.callbacks.remove(watch)
+            row = {"mean_ms": elapsed / steps * 1e3, "full_per_step": len(full) / steps, "gc_ms_per_step": sum(spent) / steps * 1e3}
+            if name not in out or row["mean_ms"] < out[name]["mean_ms"]:
+                out[name] = row
+    base = out.get("plain", {}).get("mean_ms")
+    if base:
+        for row in out.values():
+            row["vs_plain"] = row["mean_ms"] / base
     return out
 
 
@@ -767,6 +817,11 @@ def show_f(f: dict) -> None:
             u = r["uncollected"]
             print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"
                   f" grads and saved off {u['lean']:.2f}x)")
+        if "consecutive" in r:
+            c = r["consecutive"]
+            print("    steps in a row (mean per step, full collections included; no target): " + ", ".join(
+                f"{k} {v.get('vs_plain', float('nan')):.2f}x ({v['full_per_step']:.2f} full collections, {v['gc_ms_per_step']:.1f} ms collecting a step)"
+                for k, v in c.items() if k != "plain"))
     for r in f.get("finiteness", []):
         q, fq = r.get("cost_quartiles", (r["cost"],) * 2), r.get("floor_quartiles", (r["floor"],) * 2)
         print(f"  NaN/inf checks, {r['workload']}: trace {r['with_checks']:.2f}x with them, {r['without_checks']:.2f}x without:"

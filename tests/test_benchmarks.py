@@ -121,3 +121,30 @@ def test_the_trace_records_floor_keeps_saved_tensors_and_lets_go_of_their_storag
     assert "number" in kinds and "activation" in kinds
     assert mode.weak == [] and len(mode.storages) >= 2
     assert torch.equal(x.grad, 2.0 * (x * 2.0).exp().detach())
+
+
+def test_steps_in_a_row_count_the_full_collections_each_side_makes_due(floors):
+    """A side that keeps many tracked objects alive across young collections makes full collections due;
+    a side that allocates nothing lasting makes none; the means are given against the plain side."""
+    import gc
+
+    kept: list = []
+
+    def hoard():
+        kept.append([[] for _ in range(30_000)])  # (lists: tracked for good; alive until the next step)
+        if len(kept) > 1:
+            kept.pop(0)
+
+    def plain():
+        sum(range(1000))
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        out = floors.consecutive({"plain": plain, "hoard": hoard}, steps=8, rounds=1)
+    finally:
+        kept.clear()
+        if not was:
+            gc.disable()
+    assert out["plain"]["full_per_step"] == 0 and out["plain"]["vs_plain"] == 1.0
+    assert out["hoard"]["full_per_step"] > 0 and out["hoard"]["gc_ms_per_step"] > 0 and out["hoard"]["vs_plain"] > 1
