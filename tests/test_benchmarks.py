@@ -148,3 +148,19 @@ def test_steps_in_a_row_count_the_full_collections_each_side_makes_due(floors):
             gc.disable()
     assert out["plain"]["full_per_step"] == 0 and out["plain"]["vs_plain"] == 1.0
     assert out["hoard"]["full_per_step"] > 0 and out["hoard"]["gc_ms_per_step"] > 0 and out["hoard"]["vs_plain"] > 1
+
+
+def test_the_unrolled_lstm_cell_workload_has_its_rows_planned(floors):
+    """The workload the row planner's growth is measured on is wide enough to have its rows planned, and nothing collapses."""
+    from graphlens.render import rows, to_dot
+
+    g = floors.lstm_cell_graph(40)
+    planned = []
+    original = rows._plan
+    rows._plan = lambda nodes, *a: planned.append(len(nodes)) or original(nodes, *a)
+    try:
+        source = to_dot(g).source
+    finally:
+        rows._plan = original
+    assert planned and planned[0] == source.count("label=") - 1 > len(g.ops) // 2  # (every node but the legend)
+    assert "weight_ih" in source and "chain of" not in source

@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 import html
 import re
+from bisect import bisect_left, insort
 from typing import Hashable, NamedTuple
 
 from .scene import Edge, Node
@@ -278,7 +279,12 @@ def _stage_rows(
     below; the stage's root takes the bottom row; then, while the row has room, the nodes
     with the longest way up to a leaf first (delaying one pushes all it comes from up),
     leaves last.  A region's rows hold nothing else; they start once everything the
-    region feeds is placed, and its title takes the row above them."""
+    region feeds is placed, and its title takes the row above them.
+
+    The nodes ready to be placed are kept in the order the rows above the bottom one take
+    them (longest way up first, then the later node), with the sum the next row's room
+    needs: a row reads only the nodes it places (an unrolled loop keeps hundreds ready,
+    its inputs, for thousands of rows: reading them all for each row was quadratic)."""
     order = {n.id: i for i, n in enumerate(members)}
     region = {n.id: n.region for n in members if n.region}
     height: dict[str, int] = {}
@@ -292,7 +298,11 @@ def _stage_rows(
         left[r] = left.get(r, 0) + 1
         if any(s in order and region.get(s) != r for s in succs[nid]):
             exits.setdefault(r, set()).add(nid)
-    ready = [nid for nid, k in waiting.items() if k == 0]
+    # the ready nodes: their positions in ``ranked`` (sorted), and as a set
+    ranked = sorted(order, key=lambda nid: (-height[nid], -order[nid]))
+    rank = {nid: k for k, nid in enumerate(ranked)}
+    queue = sorted(rank[nid] for nid, k in waiting.items() if k == 0)
+    ready_set = {ranked[k] for k in queue}
     level: dict[str, int] = {}
     titles: dict[str, int] = {}
     bands: set[int] = set()
@@ -304,46 +314,73 @@ def _stage_rows(
             if s not in order:
                 into[n.id] = into.get(n.id, 0) + 1
                 passing += 1
+    held = sum(into.get(nid, 0) for nid in ready_set)  # (of those edges, the ones ending at a ready node)
+    narrowest = min((width[nid] + GAP for nid in order), default=0.0)
+
+    def make_ready(nid: str) -> None:
+        nonlocal held
+        insort(queue, rank[nid])
+        ready_set.add(nid)
+        held += into.get(nid, 0)
+
     row = 0
     while len(level) < len(order) or band is not None:
-        ready.sort(key=lambda nid: (nid not in bottom or row > 0, -height[nid], -order[nid]))
-        if band is None:
-            free = [nid for nid in ready if nid not in region]
-            now = set(ready)
-            openable = [region[nid] for nid in ready if nid in region and exits.get(region[nid], set()) <= now]
-            if openable and (not free or (region.get(ready[0]) in openable and not any(height[f] == 0 for f in free))):
-                # (leaves ready first: they belong right above what they feed, not above the region)
-                band = openable[0] if region.get(ready[0]) not in openable else region[ready[0]]
-            elif not free and ready:  # (a cycle through the region) open it anyway
-                band = region[ready[0]]
-        if band is not None and left.get(band, 0) == 0:  # the region is placed: its title's row
-            titles[band] = row
-            band = None
-            row += 1
-            continue
-        pool = [nid for nid in ready if (region.get(nid) == band if band is not None else nid not in region)]
-        if band is not None and pool:  # a region's rows: one height each, the lowest first (a grid)
-            low = min(height[nid] for nid in pool)
-            pool = [nid for nid in pool if height[nid] == low]
-        if not pool:  # a cycle (collapsed boxes can make one): take the node closest to ready
-            stuck = [nid for nid in order if nid not in level and nid not in ready]
-            stuck = [nid for nid in stuck if region.get(nid) == band] or stuck
-            if not stuck:
+        if row == 0:  # (the bottom row puts the stage's root first)
+            ready = sorted(ready_set, key=lambda nid: (nid not in bottom, -height[nid], -order[nid]))
+        elif region or not queue:
+            ready = [ranked[k] for k in queue]
+        else:
+            ready = None
+        if ready is None:  # the common row: no region in the stage, nodes ready
+            used, placed = -GAP + GAP * (passing - held), []
+            for k in queue:
+                nid = ranked[k]
+                w = width[nid] + GAP
+                if not placed or used + w <= budget:
+                    placed.append(nid)
+                    used += w
+                elif used + narrowest > budget:  # (nothing after this fits either)
+                    break
+        else:
+            if band is None and region:
+                free = [nid for nid in ready if nid not in region]
+                now = set(ready)
+                openable = [region[nid] for nid in ready if nid in region and exits.get(region[nid], set()) <= now]
+                if openable and (not free or (region.get(ready[0]) in openable and not any(height[f] == 0 for f in free))):
+                    # (leaves ready first: they belong right above what they feed, not above the region)
+                    band = openable[0] if region.get(ready[0]) not in openable else region[ready[0]]
+                elif not free and ready:  # (a cycle through the region) open it anyway
+                    band = region[ready[0]]
+            if band is not None and left.get(band, 0) == 0:  # the region is placed: its title's row
+                titles[band] = row
                 band = None
+                row += 1
                 continue
-            ready.append(min(stuck, key=lambda nid: (waiting[nid], -order[nid])))
-            continue
-        # edges from below up to what is not placed yet pass through this row: each takes a gap
-        used, placed = -GAP + GAP * (passing - sum(into.get(nid, 0) for nid in pool)), []
-        for nid in pool:
-            w = width[nid] + GAP
-            if not placed or used + w <= budget or (row == 0 and nid in bottom):
-                placed.append(nid)
-                used += w
+            pool = [nid for nid in ready if (region.get(nid) == band if band is not None else nid not in region)]
+            if band is not None and pool:  # a region's rows: one height each, the lowest first (a grid)
+                low = min(height[nid] for nid in pool)
+                pool = [nid for nid in pool if height[nid] == low]
+            if not pool:  # a cycle (collapsed boxes can make one): take the node closest to ready
+                stuck = [nid for nid in order if nid not in level and nid not in ready_set]
+                stuck = [nid for nid in stuck if region.get(nid) == band] or stuck
+                if not stuck:
+                    band = None
+                    continue
+                make_ready(min(stuck, key=lambda nid: (waiting[nid], -order[nid])))
+                continue
+            # edges from below up to what is not placed yet pass through this row: each takes a gap
+            used, placed = -GAP + GAP * (passing - sum(into.get(nid, 0) for nid in pool)), []
+            for nid in pool:
+                w = width[nid] + GAP
+                if not placed or used + w <= budget or (row == 0 and nid in bottom):
+                    placed.append(nid)
+                    used += w
         if band is not None:
             bands.add(row)
-        taken = set(placed)
-        ready = [nid for nid in ready if nid not in taken]
+        for nid in placed:
+            del queue[bisect_left(queue, rank[nid])]
+            ready_set.discard(nid)
+            held -= into.get(nid, 0)
         for nid in placed:
             level[nid] = row
             passing -= into.pop(nid, 0)
@@ -352,10 +389,12 @@ def _stage_rows(
             for p in preds[nid]:
                 into[p] = into.get(p, 0) + 1
                 passing += 1
+                if p in ready_set:
+                    held += 1
                 if p in waiting:
                     waiting[p] -= 1
-                    if waiting[p] == 0 and p not in level and p not in ready:
-                        ready.append(p)
+                    if waiting[p] == 0 and p not in level and p not in ready_set:
+                        make_ready(p)
         row += 1
     return level, titles, bands
 
