@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import graphlens.render.rows as rows
@@ -104,7 +104,13 @@ def stages(draw):
     n = draw(st.integers(1, 40))
     ids = [f"n{k}" for k in range(n)]
     regions = [None] * n
-    if draw(st.booleans()):
+    how = draw(st.sampled_from(["none", "spans", "scattered"]))
+    if how == "spans":  # (a no_grad block: an optimizer's step, a metric)
+        for name in ("r1", "r2")[: draw(st.integers(1, 2))]:
+            a = draw(st.integers(0, n - 1))
+            for k in range(a, min(n, a + draw(st.integers(1, 6)))):
+                regions[k] = name
+    elif how == "scattered":
         regions = draw(st.lists(st.sampled_from([None, None, None, "r1", "r2"]), min_size=n, max_size=n))
     ranks = [None] * n
     ranks[-1] = "max"
@@ -130,6 +136,21 @@ def stages(draw):
     return members, succs, preds, width, budget
 
 
+def _stage(spec, regions=None, budget=300.0):
+    """A stage from ``{node: nodes it feeds}`` in forward order (the last is the root)."""
+    ids = list(spec)
+    regions = regions or {}
+    members = [SimpleNamespace(id=i, region=regions.get(i), rank="max" if i == ids[-1] else None) for i in ids]
+    succs = {i: set(spec[i]) for i in ids}
+    preds = {i: {j for j in ids if i in spec[j]} for i in ids}
+    return members, succs, preds, {i: 54.0 for i in ids}, budget
+
+
+# a region ready beside a chain outside it that holds no leaf: the chain's node comes first
+REGION_BESIDE_A_CHAIN = _stage({"d": ["c"], "c": ["b"], "b": ["root"], "a": ["root"], "root": []}, {"a": "r1"})
+
+
+@example(REGION_BESIDE_A_CHAIN)
 @given(stages())
 def test_the_rows_of_a_stage_are_the_plain_planners_rows(stage):
     """Every node, region title and region row lands where the plain planner puts it, in the same order."""

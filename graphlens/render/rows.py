@@ -298,11 +298,12 @@ def _stage_rows(
         left[r] = left.get(r, 0) + 1
         if any(s in order and region.get(s) != r for s in succs[nid]):
             exits.setdefault(r, set()).add(nid)
-    # the ready nodes: their positions in ``ranked`` (sorted), and as a set
+    # the ready nodes: their positions in ``ranked`` (sorted), outside regions and in them, and as a set
     ranked = sorted(order, key=lambda nid: (-height[nid], -order[nid]))
     rank = {nid: k for k, nid in enumerate(ranked)}
-    queue = sorted(rank[nid] for nid, k in waiting.items() if k == 0)
-    ready_set = {ranked[k] for k in queue}
+    queue = sorted(rank[nid] for nid, k in waiting.items() if k == 0 and nid not in region)
+    rqueue = sorted(rank[nid] for nid, k in waiting.items() if k == 0 and nid in region)
+    ready_set = {ranked[k] for k in queue} | {ranked[k] for k in rqueue}
     level: dict[str, int] = {}
     titles: dict[str, int] = {}
     bands: set[int] = set()
@@ -314,25 +315,60 @@ def _stage_rows(
             if s not in order:
                 into[n.id] = into.get(n.id, 0) + 1
                 passing += 1
-    held = sum(into.get(nid, 0) for nid in ready_set)  # (of those edges, the ones ending at a ready node)
+    held = sum(into.get(ranked[k], 0) for k in queue)  # (of those edges, the ones ending at a ready node outside regions)
     narrowest = min((width[nid] + GAP for nid in order), default=0.0)
 
     def make_ready(nid: str) -> None:
         nonlocal held
-        insort(queue, rank[nid])
         ready_set.add(nid)
-        held += into.get(nid, 0)
+        if nid in region:
+            insort(rqueue, rank[nid])
+        else:
+            insort(queue, rank[nid])
+            held += into.get(nid, 0)
 
     row = 0
     while len(level) < len(order) or band is not None:
         if row == 0:  # (the bottom row puts the stage's root first)
             ready = sorted(ready_set, key=lambda nid: (nid not in bottom, -height[nid], -order[nid]))
-        elif region or not queue:
-            ready = [ranked[k] for k in queue]
+            first = ready[0] if ready else None
+            inside = [nid for nid in ready if nid in region]
         else:
-            ready = None
-        if ready is None:  # the common row: no region in the stage, nodes ready
-            used, placed = -GAP + GAP * (passing - held), []
+            first = ranked[min(queue[:1] + rqueue[:1])] if queue or rqueue else None
+            inside = [ranked[k] for k in rqueue]
+        if band is None and region:
+            openable = [region[nid] for nid in inside if exits.get(region[nid], set()) <= ready_set]
+            # (leaves ready first: they belong right above what they feed, not above the region;
+            # the ready nodes outside regions are ordered longest way up first: a leaf is last)
+            if openable and (not queue or (region.get(first) in openable and height[ranked[queue[-1]]] != 0)):
+                band = openable[0] if region.get(first) not in openable else region[first]
+            elif not queue and rqueue:  # (a cycle through the region) open it anyway
+                band = region[first]
+        if band is not None and left.get(band, 0) == 0:  # the region is placed: its title's row
+            titles[band] = row
+            band = None
+            row += 1
+            continue
+        if band is not None:
+            pool: list[str] | None = [nid for nid in inside if region[nid] == band]
+            if pool:  # a region's rows: one height each, the lowest first (a grid)
+                low = min(height[nid] for nid in pool)
+                pool = [nid for nid in pool if height[nid] == low]
+        elif row == 0:
+            pool = [nid for nid in ready if nid not in region]
+        else:
+            pool = None  # (all ready outside regions: the queue, read only as far as the row fills)
+        if not (queue if pool is None else pool):  # a cycle (collapsed boxes can make one): take the node closest to ready
+            stuck = [nid for nid in order if nid not in level and nid not in ready_set]
+            stuck = [nid for nid in stuck if region.get(nid) == band] or stuck
+            if not stuck:
+                band = None
+                continue
+            make_ready(min(stuck, key=lambda nid: (waiting[nid], -order[nid])))
+            continue
+        placed: list[str] = []
+        if pool is None:
+            used = -GAP + GAP * (passing - held)
             for k in queue:
                 nid = ranked[k]
                 w = width[nid] + GAP
@@ -342,34 +378,8 @@ def _stage_rows(
                 elif used + narrowest > budget:  # (nothing after this fits either)
                     break
         else:
-            if band is None and region:
-                free = [nid for nid in ready if nid not in region]
-                now = set(ready)
-                openable = [region[nid] for nid in ready if nid in region and exits.get(region[nid], set()) <= now]
-                if openable and (not free or (region.get(ready[0]) in openable and not any(height[f] == 0 for f in free))):
-                    # (leaves ready first: they belong right above what they feed, not above the region)
-                    band = openable[0] if region.get(ready[0]) not in openable else region[ready[0]]
-                elif not free and ready:  # (a cycle through the region) open it anyway
-                    band = region[ready[0]]
-            if band is not None and left.get(band, 0) == 0:  # the region is placed: its title's row
-                titles[band] = row
-                band = None
-                row += 1
-                continue
-            pool = [nid for nid in ready if (region.get(nid) == band if band is not None else nid not in region)]
-            if band is not None and pool:  # a region's rows: one height each, the lowest first (a grid)
-                low = min(height[nid] for nid in pool)
-                pool = [nid for nid in pool if height[nid] == low]
-            if not pool:  # a cycle (collapsed boxes can make one): take the node closest to ready
-                stuck = [nid for nid in order if nid not in level and nid not in ready_set]
-                stuck = [nid for nid in stuck if region.get(nid) == band] or stuck
-                if not stuck:
-                    band = None
-                    continue
-                make_ready(min(stuck, key=lambda nid: (waiting[nid], -order[nid])))
-                continue
             # edges from below up to what is not placed yet pass through this row: each takes a gap
-            used, placed = -GAP + GAP * (passing - sum(into.get(nid, 0) for nid in pool)), []
+            used = -GAP + GAP * (passing - sum(into.get(nid, 0) for nid in pool))
             for nid in pool:
                 w = width[nid] + GAP
                 if not placed or used + w <= budget or (row == 0 and nid in bottom):
@@ -378,9 +388,12 @@ def _stage_rows(
         if band is not None:
             bands.add(row)
         for nid in placed:
-            del queue[bisect_left(queue, rank[nid])]
             ready_set.discard(nid)
-            held -= into.get(nid, 0)
+            if nid in region:
+                del rqueue[bisect_left(rqueue, rank[nid])]
+            else:
+                del queue[bisect_left(queue, rank[nid])]
+                held -= into.get(nid, 0)
         for nid in placed:
             level[nid] = row
             passing -= into.pop(nid, 0)
@@ -389,7 +402,7 @@ def _stage_rows(
             for p in preds[nid]:
                 into[p] = into.get(p, 0) + 1
                 passing += 1
-                if p in ready_set:
+                if p in ready_set and p not in region:
                     held += 1
                 if p in waiting:
                     waiting[p] -= 1
