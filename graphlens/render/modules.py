@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import numpy as np
+
 from ..graph import Graph
 from .labels import esc
 from .scene import Edge, Node
@@ -113,28 +115,25 @@ def fold_repeats(nodes: list[Node], edges: list[Edge], *, minimum: int = 2) -> t
     run one after another).  The first block's node lists every folded node among its
     ``members`` (what a page says a drawn node stands for).  The values drawn are the first
     block's."""
-    prefixes: set[tuple[str, ...]] = set()
+    under: dict[tuple[str, ...], list[tuple[int, Node]]] = {}  # the path before a number -> (the number, node), in order
     for n in nodes:
         parts = _path(n)
         if parts:
             for j, p in enumerate(parts):
                 if p.isdigit():
-                    prefixes.add(tuple(parts[:j]))
-    if not prefixes:
+                    under.setdefault(tuple(parts[:j]), []).append((int(p), n))
+    if not under:
         return nodes, edges
     runs: list[tuple[list[list[Node]], str, str]] = []  # (blocks in order, title, first block's name)
     taken: set[str] = set()
     internal = _internal(edges)
-    for prefix in sorted(prefixes, key=lambda p: (len(p), p)):
+    for prefix in sorted(under, key=lambda p: (len(p), p)):
         k = len(prefix)
+        if any(n.id in taken for _, n in under[prefix]):  # inside a run already folded at a shallower level
+            continue
         blocks: dict[int, list[Node]] = {}
-        for n in nodes:
-            parts = _path(n)
-            if parts and len(parts) > k and tuple(parts[:k]) == prefix and parts[k].isdigit():
-                if n.id in taken:  # inside a run already folded at a shallower level
-                    blocks = {}
-                    break
-                blocks.setdefault(int(parts[k]), []).append(n)
+        for i, n in under[prefix]:
+            blocks.setdefault(i, []).append(n)
         if len(blocks) < minimum:
             continue
         for run in _alike_runs(blocks, k + 1, internal, minimum):
@@ -342,28 +341,30 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
 
 def _periodic(seq: list, minimum: int) -> tuple[int, int, int]:
     """``(start, period, repeats)`` of the stretch of ``seq`` covering the most items by
-    repeating one pattern (of at least two items) ``minimum`` times or more; the work is
-    bounded (about 4 million comparisons) by trying only the shorter periods of long
-    sequences."""
+    repeating one pattern (of at least two items) ``minimum`` times or more (the shortest
+    period, then the earliest stretch, on ties); the work is bounded (about 4 million
+    comparisons, made by numpy) by trying only the shorter periods of long sequences.
+
+    >>> _periodic(["x", "a", "b", "a", "b", "a", "b", "y"], 3)
+    (1, 2, 3)
+    """
     n = len(seq)
     best = (0, 1, 0)
     longest = min(n // minimum, max(2, 4_000_000 // max(n, 1)))
+    if longest < 2:
+        return best
+    codes: dict = {}
+    items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
     for p in range(2, longest + 1):
-        run = 0
-        for i in range(n - p):
-            if seq[i] == seq[i + p]:
-                run += 1
-                continue
-            best = _better(best, i - run, p, run, minimum)
-            run = 0
-        best = _better(best, n - p - run, p, run, minimum)
-    return best
-
-
-def _better(best: tuple[int, int, int], start: int, p: int, run: int, minimum: int) -> tuple[int, int, int]:
-    repeats = (run + p) // p
-    if repeats >= minimum and repeats * p > best[1] * best[2]:
-        return (start, p, repeats)
+        m = n - p
+        # the runs of items equal to the one p further on: between the places where they differ
+        bounds = np.concatenate(([-1], np.flatnonzero(items[:m] != items[p:]), [m]))
+        runs = np.diff(bounds) - 1
+        repeats = (runs + p) // p
+        cover = np.where(repeats >= minimum, repeats * p, 0)
+        k = int(np.argmax(cover))  # (the first of the best)
+        if cover[k] > best[1] * best[2]:
+            best = (int(bounds[k]) + 1, p, int(repeats[k]))
     return best
 
 

@@ -32,7 +32,8 @@ import heapq
 import html
 import re
 from bisect import bisect_left, insort
-from typing import Hashable, NamedTuple
+from itertools import islice
+from typing import Hashable, Iterable, NamedTuple
 
 from .scene import Edge, Node
 
@@ -298,12 +299,15 @@ def _stage_rows(
         left[r] = left.get(r, 0) + 1
         if any(s in order and region.get(s) != r for s in succs[nid]):
             exits.setdefault(r, set()).add(nid)
-    # the ready nodes: their positions in ``ranked`` (sorted), outside regions and in them, and as a set
+    # The ready nodes, kept in the order the rows above the bottom one take them (``ranked``:
+    # longest way up first, then the later node): their ranks outside regions (``queue``)
+    # and in each region (``inside``), with what a row's room and a region's opening need.
     ranked = sorted(order, key=lambda nid: (-height[nid], -order[nid]))
     rank = {nid: k for k, nid in enumerate(ranked)}
-    queue = sorted(rank[nid] for nid, k in waiting.items() if k == 0 and nid not in region)
-    rqueue = sorted(rank[nid] for nid, k in waiting.items() if k == 0 and nid in region)
-    ready_set = {ranked[k] for k in queue} | {ranked[k] for k in rqueue}
+    queue: list[int] = []
+    inside: dict[str, list[int]] = {r: [] for r in left}
+    exits_ready = dict.fromkeys(left, 0)  # region -> how many of its exits are ready
+    ready_set: set[str] = set()
     level: dict[str, int] = {}
     titles: dict[str, int] = {}
     bands: set[int] = set()
@@ -315,50 +319,78 @@ def _stage_rows(
             if s not in order:
                 into[n.id] = into.get(n.id, 0) + 1
                 passing += 1
-    held = sum(into.get(ranked[k], 0) for k in queue)  # (of those edges, the ones ending at a ready node outside regions)
+    # (of those edges, the ones ending at a ready node: outside regions, and in each region at each height)
+    held = 0
+    held_in: dict[tuple[str, int], int] = {}
     narrowest = min((width[nid] + GAP for nid in order), default=0.0)
+    starts: dict[int, int] = {}  # height -> the first rank of that height (ranks run by height, highest first)
+    for k, nid in enumerate(ranked):
+        starts.setdefault(height[nid], k)
 
     def make_ready(nid: str) -> None:
         nonlocal held
         ready_set.add(nid)
-        if nid in region:
-            insort(rqueue, rank[nid])
-        else:
+        r = region.get(nid)
+        if r is None:
             insort(queue, rank[nid])
             held += into.get(nid, 0)
+        else:
+            insort(inside[r], rank[nid])
+            key = (r, height[nid])
+            held_in[key] = held_in.get(key, 0) + into.get(nid, 0)
+            if nid in exits.get(r, ()):
+                exits_ready[r] += 1
+
+    for k in sorted(rank[nid] for nid, w in waiting.items() if w == 0):
+        make_ready(ranked[k])
+
+    def opens(r: str) -> bool:  # (every node of the region that feeds something outside it is ready)
+        return exits_ready[r] == len(exits.get(r, ()))
 
     row = 0
     while len(level) < len(order) or band is not None:
+        ready: list[str] = []
         if row == 0:  # (the bottom row puts the stage's root first)
             ready = sorted(ready_set, key=lambda nid: (nid not in bottom, -height[nid], -order[nid]))
             first = ready[0] if ready else None
-            inside = [nid for nid in ready if nid in region]
+            openable = [region[nid] for nid in ready if nid in region and opens(region[nid])]
         else:
-            first = ranked[min(queue[:1] + rqueue[:1])] if queue or rqueue else None
-            inside = [ranked[k] for k in rqueue]
+            heads = sorted((q[0], r) for r, q in inside.items() if q)
+            first = ranked[min(queue[0], heads[0][0]) if queue and heads else queue[0] if queue else heads[0][0]] if queue or heads else None
+            openable = [r for _, r in heads if opens(r)]
         if band is None and region:
-            openable = [region[nid] for nid in inside if exits.get(region[nid], set()) <= ready_set]
             # (leaves ready first: they belong right above what they feed, not above the region;
             # the ready nodes outside regions are ordered longest way up first: a leaf is last)
             if openable and (not queue or (region.get(first) in openable and height[ranked[queue[-1]]] != 0)):
                 band = openable[0] if region.get(first) not in openable else region[first]
-            elif not queue and rqueue:  # (a cycle through the region) open it anyway
+            elif not queue and first is not None:  # (a cycle through the region) open it anyway
                 band = region[first]
         if band is not None and left.get(band, 0) == 0:  # the region is placed: its title's row
             titles[band] = row
             band = None
             row += 1
             continue
-        if band is not None:
-            pool: list[str] | None = [nid for nid in inside if region[nid] == band]
-            if pool:  # a region's rows: one height each, the lowest first (a grid)
-                low = min(height[nid] for nid in pool)
+        # The pool the row is filled from, in order, and the edges ending at it: all ready outside
+        # regions, or a region's ready nodes of its lowest height (a region's rows: one height each,
+        # the lowest first, a grid); read only as far as the row fills.
+        pool: Iterable[str]
+        if row == 0:
+            if band is not None:
+                pool = [nid for nid in ready if region.get(nid) == band]
+                low = min((height[nid] for nid in pool), default=0)
                 pool = [nid for nid in pool if height[nid] == low]
-        elif row == 0:
-            pool = [nid for nid in ready if nid not in region]
+            else:
+                pool = [nid for nid in ready if nid not in region]
+            empty, ending = not pool, sum(into.get(nid, 0) for nid in pool)
+        elif band is not None:
+            q = inside[band]
+            empty = not q
+            low = height[ranked[q[-1]]] if q else 0
+            pool = map(ranked.__getitem__, islice(q, bisect_left(q, starts[low]) if q else 0, None))
+            ending = held_in.get((band, low), 0)
         else:
-            pool = None  # (all ready outside regions: the queue, read only as far as the row fills)
-        if not (queue if pool is None else pool):  # a cycle (collapsed boxes can make one): take the node closest to ready
+            pool, empty, ending = map(ranked.__getitem__, queue), not queue, held
+        if empty:  # a cycle (collapsed boxes can make one): take the node closest to ready
             stuck = [nid for nid in order if nid not in level and nid not in ready_set]
             stuck = [nid for nid in stuck if region.get(nid) == band] or stuck
             if not stuck:
@@ -366,34 +398,29 @@ def _stage_rows(
                 continue
             make_ready(min(stuck, key=lambda nid: (waiting[nid], -order[nid])))
             continue
-        placed: list[str] = []
-        if pool is None:
-            used = -GAP + GAP * (passing - held)
-            for k in queue:
-                nid = ranked[k]
-                w = width[nid] + GAP
-                if not placed or used + w <= budget:
-                    placed.append(nid)
-                    used += w
-                elif used + narrowest > budget:  # (nothing after this fits either)
-                    break
-        else:
-            # edges from below up to what is not placed yet pass through this row: each takes a gap
-            used = -GAP + GAP * (passing - sum(into.get(nid, 0) for nid in pool))
-            for nid in pool:
-                w = width[nid] + GAP
-                if not placed or used + w <= budget or (row == 0 and nid in bottom):
-                    placed.append(nid)
-                    used += w
+        # edges from below up to what is not placed yet pass through this row: each takes a gap
+        used, placed = -GAP + GAP * (passing - ending), []
+        for nid in pool:
+            w = width[nid] + GAP
+            if not placed or used + w <= budget or (row == 0 and nid in bottom):
+                placed.append(nid)
+                used += w
+            elif row and used + narrowest > budget:  # (nothing after this fits either)
+                break
         if band is not None:
             bands.add(row)
         for nid in placed:
             ready_set.discard(nid)
-            if nid in region:
-                del rqueue[bisect_left(rqueue, rank[nid])]
-            else:
+            r = region.get(nid)
+            if r is None:
                 del queue[bisect_left(queue, rank[nid])]
                 held -= into.get(nid, 0)
+            else:
+                q = inside[r]
+                del q[bisect_left(q, rank[nid])]
+                held_in[(r, height[nid])] -= into.get(nid, 0)
+                if nid in exits.get(r, ()):
+                    exits_ready[r] -= 1
         for nid in placed:
             level[nid] = row
             passing -= into.pop(nid, 0)
@@ -402,8 +429,11 @@ def _stage_rows(
             for p in preds[nid]:
                 into[p] = into.get(p, 0) + 1
                 passing += 1
-                if p in ready_set and p not in region:
-                    held += 1
+                if p in ready_set:  # (its edges are counted where it waits)
+                    if p in region:
+                        held_in[(region[p], height[p])] += 1
+                    else:
+                        held += 1
                 if p in waiting:
                     waiting[p] -= 1
                     if waiting[p] == 0 and p not in level and p not in ready_set:
