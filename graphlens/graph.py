@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
 from ._json_v1 import V1_SAVED, V1_TEXTS, tensor_v1
+from ._util import paused_gc
 from .values import (
     COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE, SUMMARIES,
     SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
@@ -421,7 +422,8 @@ class Graph:
         returns the HTML."""
         from .render.explore_html import explore_page
 
-        page = explore_page(self, **options)
+        with paused_gc():  # (drawing and the page's records make many small acyclic objects)
+            page = explore_page(self, **options)
         if path is not None:
             from pathlib import Path
 
@@ -541,19 +543,21 @@ class Graph:
             d["saved"] = [e.to_dict() for e in o.saved]
             return d
 
-        return {
-            "schema": SCHEMA_VERSION,
-            "source": self._source,
-            "roots": list(self._roots),
-            "tensors": [tensor(t) for t in self._tensors],
-            "ops": [op(o) for o in self.ops],
-            "edges": [e._asdict() for e in self.edges],
-            "notes": {k: list(v) for k, v in self._notes.items()},
-        }
+        with paused_gc():  # (a dict per record and per value: acyclic, many; torch alone holds ~200k tracked objects)
+            return {
+                "schema": SCHEMA_VERSION,
+                "source": self._source,
+                "roots": list(self._roots),
+                "tensors": [tensor(t) for t in self._tensors],
+                "ops": [op(o) for o in self.ops],
+                "edges": [e._asdict() for e in self.edges],
+                "notes": {k: list(v) for k, v in self._notes.items()},
+            }
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The graph as JSON text; ``Graph.from_json(g.to_json()) == g``."""
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
+        with paused_gc():
+            return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Graph":
@@ -578,16 +582,17 @@ class Graph:
         if source not in ("snapshot", "trace") or not isinstance(source, str):
             raise ValueError(f"unknown source: {short(source)} (must be one of ['snapshot', 'trace'])")
         v1 = schema == 1
-        g = cls(
-            read_records(TensorNode, _TENSOR_V1 if v1 else _TENSOR, data.get("tensors", ()), "tensor", "id",
-                         convert=tensor_v1 if v1 else None),
-            read_records(OpNode, _OP_V1 if v1 else _OP, data.get("ops", ()), "op", "id"),
-            read_records(Edge, _EDGE, data.get("edges", ()), "edge", "src", "dst"),
-            read_ids(data.get("roots", ()), "roots", "root", "a tensor id"),
-            source=source,
-            notes=read_notes(data.get("notes") or {}),
-        )
-        g._validate()
+        with paused_gc():  # (a record per node and value: acyclic, many)
+            g = cls(
+                read_records(TensorNode, _TENSOR_V1 if v1 else _TENSOR, data.get("tensors", ()), "tensor", "id",
+                             convert=tensor_v1 if v1 else None),
+                read_records(OpNode, _OP_V1 if v1 else _OP, data.get("ops", ()), "op", "id"),
+                read_records(Edge, _EDGE, data.get("edges", ()), "edge", "src", "dst"),
+                read_ids(data.get("roots", ()), "roots", "root", "a tensor id"),
+                source=source,
+                notes=read_notes(data.get("notes") or {}),
+            )
+            g._validate()
         return g
 
     def _validate(self) -> None:
@@ -632,7 +637,8 @@ class Graph:
         if not isinstance(text, (str, bytes, bytearray)):
             raise TypeError(f"text must be a str of JSON as written by Graph.to_json(), not {type(text).__name__}")
         try:
-            data = json.loads(text, parse_constant=BareLiteral)
+            with paused_gc():  # (the document's dicts and lists: acyclic, many)
+                data = json.loads(text, parse_constant=BareLiteral)
         except RecursionError:
             raise ValueError("not graph JSON: the document is nested too deeply (a graph nests a few levels)") from None
         except ValueError as exc:  # not JSON, or an integer too long to read

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ._live.facts import make_summary
+from ._util import paused_gc
 from .graph import Graph
 from .values import PRECISION, Summary
 
@@ -446,7 +447,8 @@ class Replay:
         are labelled; the page's "trail" box adds the earlier steps' of the same call."""
         from .render.replay_html import replay_page
 
-        html = replay_page(self, **options)
+        with paused_gc():  # (drawing and the page's steps make many small acyclic objects)
+            html = replay_page(self, **options)
         if path is not None:
             from pathlib import Path
 

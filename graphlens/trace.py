@@ -21,7 +21,7 @@ from ._live import modestack as _modestack
 from ._live.modestack import fast_paths_kept, on_stack as _on_stack, put_at_bottom as _put_at_bottom, take_off_stack as _take_off_stack
 from ._live.freeze import freeze
 from ._live.recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
-from ._util import tensors_in
+from ._util import paused_gc, tensors_in
 from .graph import Graph
 from .names import user_frame
 
@@ -461,7 +461,7 @@ class Trace:
         if not self._rec.grads:
             raise RuntimeError("this trace was made with grads=False, so it saw no backward step: use graphlens.trace()")
         graph = self.graph()
-        with quiet():
+        with quiet(), paused_gc():  # (a record per step and gradient: acyclic, many)
             return build(self._rec, graph)
 
     def _op_of_node(self, fn: Any) -> str | None:

@@ -367,3 +367,26 @@ def test_exception_in_a_backward_hook_of_the_user_propagates_and_cleans_up():
             h.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("user hook failed")))
             h.sum().backward(retain_graph=True)
     assert _torch_state() == before
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_writing_and_reading_graphs_leaves_the_collector_as_it_was(collector_on):
+    """The JSON, the explorer page and the replay (which pause the cyclic collector while they make
+    their many small records) leave it on or off as the program had it, also when reading fails."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        (w * w).sum().backward()
+    g = tr.graph()
+    was = gc.isenabled()
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        text = g.to_json()
+        assert gl.Graph.from_json(text) == g and gc.isenabled() is collector_on
+        g.to_html()
+        tr.replay().to_html()
+        assert gc.isenabled() is collector_on
+        with pytest.raises(ValueError, match="graph"):
+            gl.Graph.from_json(text.replace('"schema": 2', '"schema": 9'))
+        assert gc.isenabled() is collector_on
+    finally:
+        (gc.enable if was else gc.disable)()
