@@ -19,7 +19,9 @@ alternate, so both see the same machine load):
     1k chain, a 6-layer transformer and a resnet-ish conv net; snapshot + DOT vs torchviz
     there; to_dot of 10k / 100k ops vs a text baseline; the trace on the tiny-op chain
     (default, grads=False, both off, a loop written inline in the block) and on real models
-    (a 2-layer GPT-2 from its config, a resnet18-like net).
+    (a 2-layer GPT-2 from its config, a resnet18-like net);
+(g) how each public call's time grows when the program doubles (``benchmarks/growth.py``):
+    about 2 is linear, above 2.5 flagged.
 
 It prints a table and writes JSON (default ``benchmarks/results.json``).
 """
@@ -512,6 +514,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="torch intra-op threads (default 1: on a shared machine matmul threads fight other jobs; 0 keeps torch's default)",
     )
     parser.add_argument("--skip-f", action="store_true", help="leave out part (f), issue 24's targets beside their floors")
+    parser.add_argument("--skip-g", action="store_true", help="leave out part (g), each call's growth from n to 2n")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -527,11 +530,19 @@ def main(argv: list[str] | None = None) -> dict:
         from floors import part_f, verdicts_f
 
         result["issue24"] = part_f(interleaved, ratio, repeats, floor, _NopMode, _BareHookMode)
+    if not args.skip_g:
+        from growth import part_g
+
+        result["growth"] = part_g(1000 if args.quick else 2000)
     result["targets"] = verdicts(result)
     if "issue24" in result:
         result["targets"].update(verdicts_f(result["issue24"]))
     result["machine"]["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     show(result)
+    if "growth" in result:
+        from growth import show_g
+
+        show_g(result["growth"])
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.json}")
     return result

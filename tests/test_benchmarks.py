@@ -164,3 +164,24 @@ def test_the_unrolled_lstm_cell_workload_has_its_rows_planned(floors):
         rows._plan = original
     assert planned and planned[0] == source.count("label=") - 1 > len(g.ops) // 2  # (every node but the legend)
     assert "weight_ih" in source and "chain of" not in source
+
+
+def test_the_growth_part_flags_a_call_that_grows_faster_than_its_program():
+    """Part (g) reads about 2 for a call linear in its size and flags one that is quadratic."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import growth
+    finally:
+        sys.path.remove(str(BENCH))
+
+    def linear(size):
+        data = list(range(size * 200))
+        return lambda: sum(data)
+
+    def quadratic(size):
+        data = list(range(size))
+        return lambda: sum(1 for a in data for b in data if a == b)
+
+    rows = {r["call"]: r for r in growth.growth({"linear": linear, "quadratic": quadratic}, 600, samples=3)}
+    assert not rows["linear"]["superlinear"] and 1.5 < rows["linear"]["growth"] < growth.SUPERLINEAR
+    assert rows["quadratic"]["superlinear"] and rows["quadratic"]["growth"] > 3

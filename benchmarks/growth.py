@@ -1,0 +1,148 @@
+"""Part (g) of ``run.py``: how each public call's time grows with the graph, each timed at two sizes.
+
+A ratio against a floor says what a constant factor costs; it does not see a step that is
+quadratic.  Here every call is timed on the same program at ``n`` and ``2n`` (min of a few
+samples, each from a collected heap, so that a full collection due to other work does not land
+on one size) and the growth ``t(2n) / t(n)`` is printed: about 2 is linear; above
+:data:`SUPERLINEAR` the call is flagged.  Three steps of ``to_dot`` grew quadratically until
+2026-12-07 (the row planner, the loop search, the folding of numbered blocks); this part
+would have shown each.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+
+import graphlens as gl
+
+__all__ = ["SUPERLINEAR", "growth", "part_g", "show_g"]
+
+#: A call whose time more than this many times over when the graph doubles is flagged.
+SUPERLINEAR = 2.5
+
+
+def growth(calls: dict[str, Callable[[int], Callable[[], Any]]], n: int, *, samples: int = 3) -> list[dict]:
+    """For each call (``make(size)`` returns the call to time on a program of that size): its
+    seconds at ``n`` and at ``2n`` (the least of ``samples``, each from a collected heap) and the
+    growth between them."""
+    rows = []
+    for name, make in calls.items():
+        times = []
+        for size in (n, 2 * n):
+            call = make(size)
+            call()  # (warm: caches, lazy parts)
+            best = float("inf")
+            for _ in range(samples):
+                gc.collect()
+                t0 = time.perf_counter()
+                call()
+                best = min(best, time.perf_counter() - t0)
+            times.append(best)
+            del call
+        rows.append({"call": name, "n": n, "small_ms": times[0] * 1e3, "large_ms": times[1] * 1e3,
+                     "growth": times[1] / times[0], "superlinear": times[1] / times[0] > SUPERLINEAR})
+    return rows
+
+
+# -- the programs ----------------------------------------------------------------------------
+def _chain_trace(n: int) -> Any:
+    x = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+        y.sum().backward()
+    return tr
+
+
+def _lstm_snapshot(steps: int) -> gl.Graph:
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(16, 32)
+    h, c = torch.zeros(1, 32), torch.zeros(1, 32)
+    for x in torch.randn(steps, 1, 16):
+        h, c = cell(x, (h, c))
+    return gl.snapshot(h.pow(2).mean())
+
+
+def _training_loop(blocks: int) -> Any:
+    """A traced loop of 3 SGD steps on ``blocks`` numbered Linear+Tanh blocks (module boxes, a
+    folded loop, ``no_grad`` regions, rows planned: every collapsing step of to_dot)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()) for _ in range(blocks)])
+    x = torch.randn(2, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gl.trace(module=model) as tr:
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    return tr
+
+
+def _without_collector(f: Callable[[int], Any], size: int) -> Any:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return f(size)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _chain_root(n: int) -> torch.Tensor:
+    y = torch.randn(4, requires_grad=True)
+    for _ in range(n):
+        y = y * 1.0001
+    return y
+
+
+def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
+    """The public calls part (g) times, each on a program whose size doubles."""
+    from graphlens.render import to_dot
+
+    def on_graph(build: Callable[[int], Any], use: Callable[[Any], Any]) -> Callable[[int], Callable[[], Any]]:
+        def make(size: int) -> Callable[[], Any]:
+            built = build(size)
+            return lambda: use(built)
+        return make
+
+    def json_of(size: int) -> Callable[[], Any]:
+        text = _chain_trace(size).graph().to_json()
+        return lambda: gl.Graph.from_json(text)
+
+    return {
+        "snapshot (chain)": on_graph(_chain_root, gl.snapshot),
+        "trace (chain)": lambda size: lambda: _chain_trace(size),
+        # (the same with the collector off during the call: what the collector's full collections add)
+        "trace (chain), collector off": lambda size: lambda: _without_collector(_chain_trace, size),
+        "tr.graph() (chain)": on_graph(lambda size: [_chain_trace(size) for _ in range(5)], lambda trs: trs.pop().graph()),
+        "to_dot (unrolled LSTMCell)": on_graph(lambda steps: _lstm_snapshot(steps // 10), lambda g: to_dot(g).source),
+        "to_dot (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: to_dot(g).source),
+        "explorer page (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: g.to_html()),
+        "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
+        "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
+        "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
+        "from_json (chain)": json_of,
+        "compare (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: gl.compare(g, g)),
+    }
+
+
+def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
+    """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
+    ``n / 10``, blocks of the training loop ``n / 40``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
+        return growth(calls(), n, samples=samples)
+
+
+def show_g(rows: list[dict]) -> None:
+    print(f"\n(g) growth: each call on a program of size n and 2n (about 2: linear; above {SUPERLINEAR}: flagged)")
+    print(f"{'call':<34}{'n':>7}{'ms at n':>10}{'ms at 2n':>10}{'growth':>8}")
+    for r in rows:
+        flag = "  superlinear" if r["superlinear"] else ""
+        print(f"{r['call']:<34}{r['n']:>7}{r['small_ms']:>10.1f}{r['large_ms']:>10.1f}{r['growth']:>8.2f}{flag}")
