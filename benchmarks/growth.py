@@ -94,6 +94,16 @@ def _without_collector(f: Callable[[int], Any], size: int) -> Any:
             gc.enable()
 
 
+def _nested_blocks(blocks: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    """``blocks`` numbered blocks of Linear and a nested Sequential (Tanh, Linear), and a loss: a
+    snapshot's module boxes at every depth the picture tries, the repeats folded."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[
+        torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(4, 4))) for _ in range(blocks)
+    ])
+    return model, model(torch.randn(2, 4)).pow(2).mean()
+
+
 def _chain_root(n: int) -> torch.Tensor:
     y = torch.randn(4, requires_grad=True)
     for _ in range(n):
@@ -124,6 +134,8 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "to_dot (unrolled LSTMCell)": on_graph(lambda steps: _lstm_snapshot(steps // 10), lambda g: to_dot(g).source),
         "to_dot (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: to_dot(g).source),
         "explorer page (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: g.to_html()),
+        "to_dot (nested blocks, snapshot)": on_graph(lambda size: gl.snapshot(_nested_blocks(size // 20)[1]), lambda g: to_dot(g).source),
+        "explain (nested blocks)": on_graph(lambda size: _nested_blocks(size // 20), lambda ml: gl.explain(ml[0][0][0].weight, ml[1])),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
@@ -134,7 +146,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
-    ``n / 10``, blocks of the training loop ``n / 40``)."""
+    ``n / 10``, blocks of the training loop ``n / 40``, nested blocks ``n / 20``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)
