@@ -283,9 +283,11 @@ def _stage_rows(
     region feeds is placed, and its title takes the row above them.
 
     The nodes ready to be placed are kept in the order the rows above the bottom one take
-    them (longest way up first, then the later node), with the sum the next row's room
-    needs: a row reads only the nodes it places (an unrolled loop keeps hundreds ready,
-    its inputs, for thousands of rows: reading them all for each row was quadratic)."""
+    them (longest way up first, then the later node), those outside regions apart from
+    each region's, with the sums of edges a row's room needs: a row reads only the nodes it
+    places (an unrolled loop keeps hundreds ready, its inputs, for thousands of rows; an
+    optimizer's step, hundreds of updates in one region: reading them all for each row was
+    quadratic)."""
     order = {n.id: i for i, n in enumerate(members)}
     region = {n.id: n.region for n in members if n.region}
     height: dict[str, int] = {}
