@@ -556,8 +556,7 @@ class Graph:
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The graph as JSON text; ``Graph.from_json(g.to_json()) == g``."""
-        with paused_gc():
-            return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, allow_nan=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Graph":

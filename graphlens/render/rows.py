@@ -357,8 +357,9 @@ def _stage_rows(
             first = ready[0] if ready else None
             openable = [region[nid] for nid in ready if nid in region and opens(region[nid])]
         else:
-            heads = sorted((q[0], r) for r, q in inside.items() if q)
-            first = ranked[min(queue[0], heads[0][0]) if queue and heads else queue[0] if queue else heads[0][0]] if queue or heads else None
+            heads = sorted((q[0], r) for r, q in inside.items() if q)  # (each region's first ready node)
+            firsts = queue[:1] + [k for k, _ in heads[:1]]
+            first = ranked[min(firsts)] if firsts else None
             openable = [r for _, r in heads if opens(r)]
         if band is None and region:
             # (leaves ready first: they belong right above what they feed, not above the region;
