@@ -314,7 +314,8 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
                 stack.extend(children.get(x, ()))
     made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
     consumers = graph.adjacency.consumers
-    kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t in graph.roots}
+    roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
+    kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
         i = iteration.get(n.id)

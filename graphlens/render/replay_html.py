@@ -33,7 +33,7 @@ BY = ("auto", "step", "module")
 BY_MODULE_ABOVE = 100
 
 
-_SCRIPT_UNSAFE = re.compile("[<>&\u2028\u2029\ud800-\udfff]")
+_SCRIPT_UNSAFE = re.compile("[\u2028\u2029\ud800-\udfff]")
 
 
 def script_json(data: Any) -> str:
@@ -47,6 +47,9 @@ def script_json(data: Any) -> str:
     '{"name":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
     """
     text = json.dumps(data, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    # (the three common ones by plain replaces: every edge title holds a ">", and one call per match
+    # was most of a large page's time)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return _SCRIPT_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
@@ -146,7 +149,7 @@ def replay_data(
     m = _Map(g, nodes, edges)
     steps = []
     rows: dict[str, dict] = {}
-    into: dict[tuple[int, str], list] = {}  # (call, drawn node) -> the labelled sends that reached it
+    into: dict[tuple[int, str], list] = {}  # (call, op) -> the labelled sends that reached it
     for s in replay.steps:
         here = m.drawn.get(s.op)
         sent = []
@@ -161,11 +164,13 @@ def replay_data(
             title = m.edge(dst, here)
             if title is not None:
                 sent.append([title, _short(value, precision, max_elements)])
-                into.setdefault((s.backward, dst), []).append(sent[-1])
+                into.setdefault((s.backward, e.dst), []).append(sent[-1])
         arrived = []
         if s.name == "AccumulateGrad":  # what reached the leaf: the sends along its edges, summed here
             if m.kind.get(here) == "tensor":
-                arrived = list(into.get((s.backward, here), ()))
+                # (this node's own: a drawn leaf that stands for one per iteration of a folded loop
+                # lists, at each of their steps, what reached that one)
+                arrived = list(into.get((s.backward, s.op), ()))
         else:
             for nr, value in enumerate(s.grads_in):
                 t = m.outputs.get((s.op, nr))
@@ -303,12 +308,15 @@ def drawn_depth(graph, nodes) -> int | None:
 def _reserve_rows(nodes, data: dict) -> None:
     """Give each tensor node with a ``.grad`` row a reserved, invisible line as wide as its widest value."""
     by_id = {n.id: n for n in nodes}
+    written: dict[str, list[str]] = {}  # tensor -> the values written to its .grad, in step order
+    for st in data["steps"]:
+        for tid, v in st.get("w", ()):
+            written.setdefault(tid, []).append(v)
     widest: dict[str, str] = {}
     for row in data["rows"]:
         if row["node"] is None:
             continue
-        texts = [row["before"]] + [v for st in data["steps"] for tid, v in st.get("w", ()) if tid == row["id"]]
-        widest[row["node"]] = max(texts, key=len)
+        widest[row["node"]] = max([row["before"], *written.get(row["id"], ())], key=len)
     for node_id, text in widest.items():
         n = by_id.get(node_id)
         if n is None or n.kind != "tensor" or not n.label.endswith("</TABLE>>"):

@@ -329,6 +329,27 @@ def _stage_rows(
     for k, nid in enumerate(ranked):
         starts.setdefault(height[nid], k)
 
+    # Each region with ready nodes by its first one (``heads``), and those of them that can open
+    # (``open_heads``, a part of it in the same order), kept as their nodes come and go: a row
+    # reads the first of each, not every region (an optimizer step in a loop adds one a step).
+    heads: list[tuple[int, str]] = []
+    open_heads: list[tuple[int, str]] = []
+    head_of: dict[str, tuple[int, str]] = {}
+    open_of: dict[str, tuple[int, str]] = {}
+
+    def reseat(r: str) -> None:  # (region r's ready nodes or ready exits changed)
+        for entries, of in ((heads, head_of), (open_heads, open_of)):
+            old = of.pop(r, None)
+            if old is not None:
+                del entries[bisect_left(entries, old)]
+        q = inside[r]
+        if q:
+            entry = head_of[r] = (q[0], r)
+            insort(heads, entry)
+            if opens(r):
+                open_of[r] = entry
+                insort(open_heads, entry)
+
     def make_ready(nid: str) -> None:
         nonlocal held
         ready_set.add(nid)
@@ -342,12 +363,13 @@ def _stage_rows(
             held_in[key] = held_in.get(key, 0) + into.get(nid, 0)
             if nid in exits.get(r, ()):
                 exits_ready[r] += 1
-
-    for k in sorted(rank[nid] for nid, w in waiting.items() if w == 0):
-        make_ready(ranked[k])
+            reseat(r)
 
     def opens(r: str) -> bool:  # (every node of the region that feeds something outside it is ready)
         return exits_ready[r] == len(exits.get(r, ()))
+
+    for k in sorted(rank[nid] for nid, w in waiting.items() if w == 0):
+        make_ready(ranked[k])
 
     row = 0
     while len(level) < len(order) or band is not None:
@@ -357,10 +379,11 @@ def _stage_rows(
             first = ready[0] if ready else None
             openable = [region[nid] for nid in ready if nid in region and opens(region[nid])]
         else:
-            heads = sorted((q[0], r) for r, q in inside.items() if q)  # (each region's first ready node)
             firsts = queue[:1] + [k for k, _ in heads[:1]]
             first = ranked[min(firsts)] if firsts else None
-            openable = [r for _, r in heads if opens(r)]
+            openable = [r for _, r in open_heads[:1]]
+            if first in region and region[first] in open_of and region[first] not in openable:
+                openable.append(region[first])  # (what the choice below reads: the first, and the first node's)
         if band is None and region:
             # (leaves ready first: they belong right above what they feed, not above the region;
             # the ready nodes outside regions are ordered longest way up first: a leaf is last)
@@ -424,6 +447,7 @@ def _stage_rows(
                 held_in[(r, height[nid])] -= into.get(nid, 0)
                 if nid in exits.get(r, ()):
                     exits_ready[r] -= 1
+                reseat(r)
         for nid in placed:
             level[nid] = row
             passing -= into.pop(nid, 0)

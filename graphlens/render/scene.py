@@ -444,20 +444,21 @@ def _rank_map(graph: Graph, region: Mapping[str, str | None], pairs: list[tuple[
     for k, (src, dst) in enumerate(pairs):
         if k not in detach:
             preds.setdefault(dst, []).append(src)
-    reach: dict[str, int] = {}
-    for r in roots:
-        seen = {r}
-        stack = [r]
-        while stack:
-            n = stack.pop()
-            for p in preds.get(n, ()):
-                if p not in seen:
-                    seen.add(p)
-                    stack.append(p)
-        for n in seen:
-            reach[n] = reach.get(n, 0) + 1
+    # Which roots reach each node, up to two of them: a node takes a root's mark once and
+    # passes it on, and a node that has two takes no third (its ancestors have those two
+    # from it), so each node is entered at most twice however many roots there are (a
+    # traced training loop has one per step, each reaching every step before it).
+    reach: dict[str, tuple] = {r: (r,) for r in roots}
+    stack = [(r, r) for r in reversed(roots)]
+    while stack:
+        n, r = stack.pop()
+        for p in preds.get(n, ()):
+            marks = reach.get(p, ())
+            if len(marks) < 2 and r not in marks:
+                reach[p] = (*marks, r)
+                stack.append((p, r))
     for t in graph.tensors:
-        if t.id in region and t.is_leaf and t.requires_grad and reach.get(t.id, 0) >= 2 and region[t.id] is None:
+        if t.id in region and t.is_leaf and t.requires_grad and len(reach.get(t.id, ())) >= 2 and region[t.id] is None:
             rank[t.id] = "min"
     return rank
 
