@@ -7,7 +7,7 @@ import heapq
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import graphviz
 
@@ -240,6 +240,23 @@ def _style_pairs(attrs: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, 
     return made
 
 
+def _plain_id(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)
+
+
+def _region_lines(region: str, members: list[Node], prefix: str, title: str, qid: Callable[[str], str], indent: str) -> list[str]:
+    """A ``no_grad`` (or checkpoint) region drawn inside another one: a dashed cluster with its
+    title as a node above its first member."""
+    kind = region.partition("#")[0]
+    shown = kind + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
+    title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
+    lines = [f"{indent}subgraph {prefix}{_plain_id(region)} {{\n", f"{indent}\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n",
+             f"{indent}\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n"]
+    lines += [f"{indent}\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n" for n in members]
+    lines += [f"{indent}\t{qid(title)} -> {qid(members[0].id)}{attr_list(None, {'style': 'invis'})}\n", f"{indent}}}\n"]
+    return lines
+
+
 _STYLES: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # (attrs' items) -> their sorted keys and texts
 _PLAIN = frozenset({str, type(None)})
 
@@ -304,8 +321,14 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         title_attrs = {"shape": "plaintext", "fontcolor": BOX_BORDER if repeat else REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
         shown = kind.removeprefix(REPEAT) + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
         body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n")
+        nested: dict[str, list[Node]] = {}
         for n in members:
-            body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
+            if n.inner:
+                nested.setdefault(n.inner, []).append(n)
+            else:
+                body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
+        for inner, within in nested.items():  # (a no_grad step inside a folded loop's body: a frame in the frame)
+            body.extend(_region_lines(inner, within, f"{cid}__", own(f"{title}__{_plain_id(inner)}"), qid, "\t\t"))
         for n in members:
             # Notes on the region's nodes are declared inside it: outside, they would all
             # go after the region in its rows, tied to their nodes by arcs across the others.

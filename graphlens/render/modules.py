@@ -127,6 +127,7 @@ def fold_repeats(nodes: list[Node], edges: list[Edge], *, minimum: int = 2) -> t
     runs: list[tuple[list[list[Node]], str, str]] = []  # (blocks in order, title, first block's name)
     taken: set[str] = set()
     internal = _internal(edges)
+    sizes = _region_sizes(nodes)
     for prefix in sorted(under, key=lambda p: (len(p), p)):
         k = len(prefix)
         if any(n.id in taken for _, n in under[prefix]):  # inside a run already folded at a shallower level
@@ -136,7 +137,7 @@ def fold_repeats(nodes: list[Node], edges: list[Edge], *, minimum: int = 2) -> t
             blocks.setdefault(i, []).append(n)
         if len(blocks) < minimum:
             continue
-        for run in _alike_runs(blocks, k + 1, internal, minimum):
+        for run in _alike_runs(blocks, k + 1, internal, minimum, sizes):
             first_name, last_name = _name(prefix, run[0]), _name(prefix, run[-1])
             runs.append(([blocks[i] for i in run], f"{first_name} … {last_name}", first_name))
             for i in run:
@@ -151,9 +152,20 @@ def _internal(edges: list[Edge]) -> dict[str, list[Edge]]:
     return out
 
 
-def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[str, list[Edge]], minimum: int) -> list[list[int]]:
-    """The runs of consecutive block numbers whose blocks are the same graph."""
-    sigs = {i: _signature(members, depth, internal) for i, members in blocks.items()}
+def _region_sizes(nodes: list[Node]) -> dict[str, int]:
+    """How many of ``nodes`` each region holds."""
+    sizes: dict[str, int] = {}
+    for n in nodes:
+        if n.region:
+            sizes[n.region] = sizes.get(n.region, 0) + 1
+    return sizes
+
+
+def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[str, list[Edge]], minimum: int,
+                sizes: Mapping[str, int] | None = None) -> list[list[int]]:
+    """The runs of consecutive block numbers whose blocks are the same graph (``sizes``: the
+    nodes of each region in the picture, see :func:`_signature`)."""
+    sigs = {i: _signature(members, depth, internal, sizes) for i, members in blocks.items()}
     runs: list[list[int]] = []
     for i in sorted(blocks):
         if sigs[i] is None:
@@ -207,11 +219,15 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
     block_of: dict[str, tuple[int, int]] = {}  # node id -> (run, block) for every node of a run
     kept_region: dict[str, str] = {}
     relabel: dict[str, tuple[str, int, str]] = {}
+    sizes = _region_sizes(nodes)
+    inner: set[str] = set()  # the kept nodes whose region is drawn inside their block's frame
     for count, (blocks, title, first_name) in enumerate(runs, 1):
         first = blocks[0]
         single = len(first) == 1 and first[0].kind == "box"
-        if not single and any(b.region for b in first):
-            continue  # (a frame of its own cannot sit inside a no_grad or checkpoint frame)
+        local = _local_regions(first, sizes)
+        if not single and any(b.region and b.region not in local for b in first):
+            continue  # (a frame of its own cannot sit inside a no_grad or checkpoint frame; one inside it can)
+        inner.update(b.id for b in first if b.region in local and not single)
         for i, block in enumerate(blocks):
             for a, b in zip(block, first):
                 block_of[a.id] = (count, i)
@@ -236,6 +252,8 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
         if n.id in stands_for:
             n.members = tuple(n.members) + tuple(stands_for[n.id])
         if n.id in kept_region:
+            if n.id in inner:  # (an optimizer's step under no_grad, in each step of a training loop)
+                n.inner = n.region
             n.region = kept_region[n.id]
         if n.id in relabel:
             title, times, first_name = relabel[n.id]
@@ -313,6 +331,15 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
                 iteration[x] = k // period
                 stack.extend(children.get(x, ()))
     made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
+    # A leaf's AccumulateGrad (drawn in the function view) made in the loop (a parameter's
+    # version an optimizer's step made under no_grad) goes with the one iteration whose nodes
+    # send it gradients; a leaf from outside the loop keeps its own outside it.
+    users_of = graph.adjacency.prev
+    for op in graph.ops:
+        if op.is_accumulate_grad and op.id not in iteration and iteration.get(made_by.get(op.variable or "")) is not None:
+            users = {iteration.get(u) for u in users_of.get(op.id, ())}
+            if len(users) == 1 and None not in users:
+                iteration[op.id] = users.pop()
     consumers = graph.adjacency.consumers
     roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
     kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
@@ -335,7 +362,7 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     runs = []
     lines = sorted({op.line for op in ops[start:start + period] if op.line is not None})
     where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}–{lines[-1]}" if lines else "one stretch"
-    for run in _alike_runs(blocks, 0, internal, minimum):
+    for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes)):
         runs.append(([blocks[i] for i in run], f"a loop ({where}), iterations {run[0] + 1} … {run[-1] + 1}", f"iteration {run[0] + 1}"))
     return fold(nodes, edges, runs)
 
@@ -380,22 +407,44 @@ def _name(prefix: tuple[str, ...], i: int) -> str:
     return ".".join(prefix + (str(i),))
 
 
-def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]]):
+def _local_regions(members: list[Node], sizes: Mapping[str, int] | None) -> dict[str, tuple]:
+    """The regions all of whose nodes are among ``members`` (``sizes``: the nodes of each
+    region in the picture), each as what two blocks compare: its kind and tag (its number
+    left out: each step of a loop has its own ``no_grad`` region) and its place among them."""
+    if not sizes:
+        return {}
+    here: dict[str, int] = {}
+    for n in members:
+        if n.region:
+            here[n.region] = here.get(n.region, 0) + 1
+    local: dict[str, tuple] = {}
+    for r, k in here.items():
+        if k == sizes.get(r) and not r.startswith(REPEAT):
+            kind, _, rest = r.partition("#")
+            local[r] = (kind, rest.lstrip("0123456789"), len(local))
+    return local
+
+
+def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]], sizes: Mapping[str, int] | None = None):
     """What makes two blocks the same graph: their nodes' kinds, sub-paths, ops and marks
     in order, and the edges between them; ``None`` for a block that cannot fold (a node
-    highlighted or already drawn for a repeat)."""
+    highlighted or already drawn for a repeat).  A region that lies wholly inside the block
+    (``sizes``: how many nodes each region of the picture holds) is compared by its kind
+    and place, not its number."""
     pos = {n.id: i for i, n in enumerate(members)}
+    local = _local_regions(members, sizes)
     items = []
     for n in members:
         if n.hl or (n.region or "").startswith(REPEAT):
             return None
         sub = ".".join((n.scope or "").split(".")[depth:])
+        region = local.get(n.region, n.region) if n.region else None
         if n.kind == "box":
-            items.append(("box", sub, n.content, n.rg, n.frozen, n.region))
+            items.append(("box", sub, n.content, n.rg, n.frozen, region))
         elif n.kind == "tensor":
-            items.append(("tensor", sub, n.param, n.rg, n.named, n.region))
+            items.append(("tensor", sub, n.param, n.rg, n.named, region))
         else:
-            items.append((n.kind, sub, n.sig, n.region))
+            items.append((n.kind, sub, n.sig, region))
     links = sorted(
         (pos[e.src], pos[e.dst], e.kind) for n in members for e in internal.get(n.id, ()) if e.dst in pos
     )

@@ -22,8 +22,8 @@ class Node:
     ``make`` holds (a function and its arguments): nodes that collapse into a box or a
     chain never make theirs."""
 
-    __slots__ = ("id", "kind", "_label", "_make", "attrs", "region", "scope", "sig", "rank", "members", "hl", "rg", "param", "named",
-                 "frozen", "content", "backward")
+    __slots__ = ("id", "kind", "_label", "_make", "attrs", "region", "inner", "scope", "sig", "rank", "members", "hl", "rg", "param",
+                 "named", "frozen", "content", "backward")
 
     def __init__(self, id: str, kind: str, label: str | None, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False,
                  param=False, named=False, make: tuple | None = None, backward=False):
@@ -33,6 +33,7 @@ class Node:
         self._make = make
         self.attrs = attrs
         self.region = region
+        self.inner: str | None = None  # a region drawn inside ``region`` (a no_grad step inside a folded loop's body)
         self.scope = scope
         self.sig = sig  # chain signature: op label, "" for a tensor a chain may pass through, None otherwise
         self.rank: str | None = None

@@ -1,0 +1,125 @@
+"""A loop whose body holds a ``no_grad`` step (an optimizer's update, a logged value) folds
+like any loop: its body is drawn once, "× N", with the step's region inside the frame."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import graphlens as gl
+from graphlens.render import to_dot
+from graphlens.render.output import layout
+
+
+def _training_loop(steps: int, opt_class=torch.optim.SGD):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = opt_class(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3)
+    with gl.trace(module=model) as tr:
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+    return tr.graph()
+
+
+def _logged_chain(steps: int):
+    torch.manual_seed(0)
+    x = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        y = x
+        for _ in range(steps):
+            y = y * 1.0001
+            with torch.no_grad():
+                z = y * 2
+        loss = y.sum()
+        loss.backward()
+    return tr.graph()
+
+
+def _clusters(source: str) -> list[tuple[int, str]]:
+    """``(depth, name)`` of each cluster of a DOT text, depth 1 for one at the top."""
+    out, depth = [], 0
+    for line in source.splitlines():
+        m = re.match(r"\s*subgraph (\S+) \{", line)
+        if m:
+            depth += 1
+            out.append((depth, m.group(1)))
+        elif line.strip() == "}":
+            depth -= 1
+    return out
+
+
+def _nodes(source: str) -> int:
+    return len(re.findall(r"^\s*\S+ \[label=", source, re.M))
+
+
+def test_training_loop_folds_with_its_optimizer_step():
+    """A traced training loop (forward, backward, SGD's update under no_grad) draws as many
+    nodes at 12 steps as at 24: the steps in the middle are one frame, "× N", and the
+    update's no_grad region is drawn inside that frame (it drew every step before: 24
+    steps were about 500 nodes, more than Graphviz lays out in its time limit)."""
+    small, large = (to_dot(_training_loop(n)).source for n in (12, 24))
+    assert _nodes(small) == _nodes(large) < 80
+    assert re.search(r"× 2\d: a loop", large)
+    nested = [name for depth, name in _clusters(large) if depth == 2]
+    assert nested and all("no_grad" in name for name in nested)
+    assert "made under no_grad" in large  # (the legend names the inner region's kind)
+
+
+def test_logged_chain_folds_to_one_iteration():
+    """A loop whose every iteration makes a value under no_grad beside the gradient path
+    draws its body once, the no_grad frame inside the loop's frame."""
+    src = to_dot(_logged_chain(150)).source
+    assert "× 150: a loop" in src and _nodes(src) < 12
+    assert [d for d, _ in _clusters(src)] == [1, 2]
+
+
+def test_region_around_the_whole_loop_keeps_the_loop_unfolded():
+    """A no_grad region that holds every iteration (the loop inside one ``with
+    torch.no_grad()``) is not one iteration's: a loop frame cannot be drawn inside it,
+    and the loop is not folded into one."""
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    with gl.trace() as tr:
+        z = torch.zeros(3)
+        with torch.no_grad():
+            for _ in range(40):
+                z = z * 0.5 + 1
+                z = z - 0.1
+        loss = (w * z).sum()
+        loss.backward()
+    src = to_dot(tr.graph(), max_nodes=60).source
+    assert "a loop" not in src
+    assert [d for d, _ in _clusters(src)] == [1]
+
+
+def test_function_view_keeps_outside_leaves_their_own_accumulate_grad():
+    """In the function view of a folded loop, a leaf made by the loop (a parameter's new
+    version) has its AccumulateGrad drawn in the frame, while leaves from outside it keep
+    their own, one each: no AccumulateGrad is drawn fed by two leaves."""
+    torch.manual_seed(0)
+    ws = [torch.randn(3, requires_grad=True) for _ in range(20)]
+    with gl.trace() as tr:
+        s = torch.stack([w * 2 for w in ws])
+        s.sum().backward()
+    for g in (tr.graph(), _training_loop(8, torch.optim.Adam)):
+        src = to_dot(g, view="function").source
+        accs = set(re.findall(r"^\s*(\S+) \[label=<AccumulateGrad>", src, re.M))
+        fed: dict[str, int] = {}
+        for a, b in re.findall(r"^\s*(\S+) -> (\S+) \[", src, re.M):
+            if b in accs:
+                fed[b] = fed.get(b, 0) + 1
+        assert accs and all(k == 1 for k in fed.values())
+
+
+@pytest.mark.needs_dot
+def test_nested_frames_lay_out():
+    """Graphviz lays out a loop frame holding a no_grad frame (the layout program a
+    pip-only install has too)."""
+    svg = layout(to_dot(_training_loop(10)).source, "svg").decode()
+    assert svg.count('class="cluster"') >= 2
