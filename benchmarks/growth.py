@@ -84,6 +84,34 @@ def _training_loop(blocks: int) -> Any:
     return tr
 
 
+def _training_steps(steps: int) -> Any:
+    """A traced training loop of ``steps`` SGD steps on a small MLP: a root per step, and an
+    update under no_grad in every step (drawn inside the folded loop's frame since 2026-12-07)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 4)
+    with gl.trace(module=model) as tr:
+        for _ in range(steps):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    return tr
+
+
+def _wide_sum(n: int) -> Any:
+    """``total = total + w * 2`` over ``n`` leaves made before the block (a folded loop whose
+    drawn leaf stands for all of them: its replay page listed every leaf's gradient at each)."""
+    torch.manual_seed(0)
+    ws = [torch.randn(3, requires_grad=True) for _ in range(n)]
+    with gl.trace() as tr:
+        total = torch.zeros(3)
+        for w in ws:
+            total = total + w * 2
+        total.sum().backward()
+    return tr
+
+
 def _without_collector(f: Callable[[int], Any], size: int) -> Any:
     was = gc.isenabled()
     gc.disable()
@@ -136,6 +164,9 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "explorer page (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: g.to_html()),
         "to_dot (nested blocks, snapshot)": on_graph(lambda size: gl.snapshot(_nested_blocks(size // 20)[1]), lambda g: to_dot(g).source),
         "explain (nested blocks)": on_graph(lambda size: _nested_blocks(size // 20), lambda ml: gl.explain(ml[0][0][0].weight, ml[1])),
+        "to_dot (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).graph(), lambda g: to_dot(g).source),
+        "replay page (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).replay(), lambda rp: rp.to_html()),
+        "replay page (wide sum)": on_graph(lambda size: _wide_sum(size // 4).replay(), lambda rp: rp.to_html()),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
@@ -146,7 +177,8 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
-    ``n / 10``, blocks of the training loop ``n / 40``, nested blocks ``n / 20``)."""
+    ``n / 10``, blocks of the training loop and its steps ``n / 40``, nested blocks ``n / 20``,
+    leaves of the wide sum ``n / 4``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import weakref
+from itertools import compress, repeat
+from operator import is_not
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
@@ -535,7 +537,9 @@ class Graph:
             d["shape"] = list(t.shape)
             d["value"] = None if t.value is None else t.value.to_dict()
             d["grad"] = None if t.grad is None else t.grad.to_dict()
-            d["flowed"] = [None if f is None else f.to_dict() for f in t.flowed]
+            flowed = d["flowed"] = list(t.flowed)
+            for k in compress(range(len(flowed)), map(is_not, flowed, repeat(None))):  # (most are None in a loop of backward calls)
+                flowed[k] = flowed[k].to_dict()
             return d
 
         def op(o: OpNode) -> dict[str, Any]:

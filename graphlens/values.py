@@ -6,6 +6,8 @@ from __future__ import annotations
 import enum
 import math
 import reprlib
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, Callable, Mapping, NamedTuple
 
 __all__ = [
@@ -467,8 +469,12 @@ SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
 
 
 def _summaries(v: Any, where: str, field: str) -> tuple:
-    return tuple(None if s is None else read_summary(s, Where(lambda i=i: f"{where}: field '{field}[{i}]' is a bad summary"))
-                 for i, s in enumerate(v))
+    out = list(v)
+    # (only the entries that hold one are visited: a tensor of a loop of backward calls has an
+    # entry per call, most of them null)
+    for i in compress(range(len(out)), map(is_not, out, repeat(None))):
+        out[i] = read_summary(out[i], Where(lambda i=i: f"{where}: field '{field}[{i}]' is a bad summary"))
+    return tuple(out)
 
 
 SUMMARIES = Kind("a list of summaries (JSON objects or null)", lambda v: v is None or _is_list(v),

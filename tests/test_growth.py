@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
+
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -141,3 +143,40 @@ def test_folded_loop_page_grows_linearly():
         warnings.simplefilter("ignore")
         small, large = (len(_wide_sum(n).replay().to_html()) for n in (120, 240))
     assert large / small < 2.2
+
+
+def test_flowed_of_many_backward_calls_round_trips():
+    """A loop of backward calls gives each tensor one ``flowed`` entry per call, most of them
+    None: the graph, its JSON and the graph read back hold the same entries, and a bad one
+    far down the list is named by its place."""
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        for k in range(6):
+            loss = (x * (k + 1)).sum()
+            loss.backward()
+    g = tr.graph()
+    flows = [[None if f is None else f.head for f in t.flowed] for t in g.tensors]
+    assert all(len(f) == 6 for f in flows) and any(f.count(None) == 5 for f in flows)
+    back = gl.Graph.from_json(g.to_json())
+    assert [[None if f is None else f.head for f in t.flowed] for t in back.tensors] == flows
+    data = g.to_dict()
+    data["tensors"][0]["flowed"][4] = 3
+    with pytest.raises(ValueError, match=r"field 'flowed\[4\]' is a bad summary"):
+        gl.Graph.from_dict(data)
+
+
+def test_explanations_name_a_rebound_variable_with_its_id():
+    """An explanation calls a tensor by its name, with its id only where several tensors
+    of the graph were bound to that name (counted once per explanation)."""
+    from graphlens.explain.paths import PathView
+
+    w = torch.tensor([1.0], requires_grad=True)
+    with gl.trace() as tr:
+        h = w * 2
+        h = h * 3
+        loss = h.sum()
+        loss.backward()
+    view = PathView(tr.graph())
+    hs = view.g.find_all("h")
+    assert len(hs) == 2 and [view.label(t.id) for t in hs] == [f"h ({hs[0].id})", f"h ({hs[1].id})"]
+    assert view.label(view.g.find("loss").id) == "loss"

@@ -34,8 +34,8 @@ def _flowed_by_tensor(rec: Recorder) -> dict[int, list]:
         seen = out.get(i)
         if seen is None:
             seen = out[i] = []
-        while len(seen) < pass_nr:
-            seen.append(None)
+        if len(seen) < pass_nr:
+            seen.extend([None] * (pass_nr - len(seen)))
         seen.append(None if head is None else make_summary(head))
     for seen in out.values():
         seen.extend([None] * (rec.passes - len(seen)))

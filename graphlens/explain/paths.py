@@ -17,11 +17,12 @@ class PathView:
     :attr:`~graphlens.Graph.adjacency` (read-only mappings of tuples), nothing is copied.
     """
 
-    __slots__ = ("g", "adj")
+    __slots__ = ("g", "adj", "_bound")
 
     def __init__(self, g: Graph) -> None:
         self.g = g
         self.adj: Adjacency = g.adjacency
+        self._bound: dict[str, int] | None = None  # name -> how many tensors were bound to it (counted once)
 
     def has_edge(self, src: str, dst: str) -> bool:
         """Whether the graph has an edge ``src -> dst`` of any kind."""
@@ -157,7 +158,12 @@ class PathView:
         if isinstance(node, TensorNode):
             if node.name is None:
                 return f"an unnamed tensor ({id})"
-            if len(self.g.find_all(node.name)) > 1:
+            if self._bound is None:
+                self._bound = {}
+                for t in self.g.tensors:
+                    if t.name is not None:
+                        self._bound[t.name] = self._bound.get(t.name, 0) + 1
+            if self._bound.get(node.name, 0) > 1:
                 return f"{node.name} ({id})"
             return node.name
         return node.label
