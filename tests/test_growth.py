@@ -1,12 +1,12 @@
-"""Drawing and pages stay linear on graph shapes where one step was quadratic: a traced
-training loop (a root per step), a folded loop of many leaves (its replay page)."""
+"""Drawing, pages, graphs and explanations stay linear on program shapes where one step was
+quadratic: a traced training loop (a root per step), a folded loop of many leaves (its replay
+page), a loop of backward calls, a rebound variable."""
 
 from __future__ import annotations
 
 import warnings
 
 import pytest
-
 import torch
 from hypothesis import given
 from hypothesis import strategies as st

@@ -123,3 +123,17 @@ def test_nested_frames_lay_out():
     pip-only install has too)."""
     svg = layout(to_dot(_training_loop(10)).source, "svg").decode()
     assert svg.count('class="cluster"') >= 2
+
+
+def test_loop_of_grad_calls_keeps_each_result_in_its_iteration():
+    """In a loop that calls ``torch.autograd.grad`` (no op of the trace makes its result, and
+    nothing uses it), each result goes with the iteration whose loss it is the gradient of:
+    the loop folds to one drawn iteration, instead of leaving a stray leaf per call beside it."""
+    torch.manual_seed(0)
+    x = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        for _ in range(60):
+            loss = (x * x).sum()
+            (g,) = torch.autograd.grad(loss, x)
+    src = to_dot(tr.graph()).source
+    assert "× 59: a loop" in src and _nodes(src) < 16

@@ -344,6 +344,7 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
     kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
     blocks: dict[int, list[Node]] = {}
+    between: dict[str, int] | None = None
     for n in nodes:
         i = iteration.get(n.id)
         if i is None and n.kind == "tensor":
@@ -353,6 +354,10 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
             elif n.id not in kept:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
                 users = {iteration.get(c) for c in consumers.get(n.id, ())}
                 i = users.pop() if len(users) == 1 else None
+                if i is None and not users:
+                    if between is None:
+                        between = _made_between(graph, iteration, made_by)
+                    i = between.get(n.id)
         if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
             seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members}
             i = seen.pop() if len(seen) == 1 else None
@@ -365,6 +370,27 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes)):
         runs.append(([blocks[i] for i in run], f"a loop ({where}), iterations {run[0] + 1} … {run[-1] + 1}", f"iteration {run[0] + 1}"))
     return fold(nodes, edges, runs)
+
+
+def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[str, str]) -> dict[str, int]:
+    """The iteration of each tensor no recorded op made and nothing used (``torch.autograd.grad``'s
+    result, kept in a variable the loop rebinds) that the trace recorded after a tensor an
+    iteration's ops made and before any of a later iteration's but the next one's: it was made
+    during that iteration, or right after its last op (what ``autograd.grad`` of its loss is)."""
+    tensors = graph.tensors
+    known = [iteration.get(made_by.get(t.id, "")) for t in tensors]
+    before: list[int | None] = []
+    last = None
+    for k in known:
+        before.append(last)
+        last = k if k is not None else last
+    out: dict[str, int] = {}
+    after = None
+    for t, k, b in zip(reversed(tensors), reversed(known), reversed(before)):
+        if k is None and b is not None and (after is None or after in (b, b + 1)):
+            out[t.id] = b
+        after = k if k is not None else after
+    return out
 
 
 def _periodic(seq: list, minimum: int) -> tuple[int, int, int]:
