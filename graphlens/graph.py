@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import weakref
-from itertools import compress, repeat
-from operator import is_not
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple
 
@@ -14,7 +12,7 @@ from ._util import paused_gc
 from .values import (
     COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE, SUMMARIES,
     SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
-    format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
+    summary_dicts, format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
 )
 
 __all__ = [
@@ -537,9 +535,7 @@ class Graph:
             d["shape"] = list(t.shape)
             d["value"] = None if t.value is None else t.value.to_dict()
             d["grad"] = None if t.grad is None else t.grad.to_dict()
-            flowed = d["flowed"] = list(t.flowed)
-            for k in compress(range(len(flowed)), map(is_not, flowed, repeat(None))):  # (most are None in a loop of backward calls)
-                flowed[k] = flowed[k].to_dict()
+            d["flowed"] = summary_dicts(t.flowed)
             return d
 
         def op(o: OpNode) -> dict[str, Any]:

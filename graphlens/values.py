@@ -468,6 +468,15 @@ SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
                        lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))
 
 
+def summary_dicts(summaries: Any) -> list:
+    """``summaries`` (Summary or None each) as JSON-able dicts: only the entries that hold one are
+    visited (a tensor of a loop of backward calls has an entry per call, most of them None)."""
+    out = list(summaries)
+    for i in compress(range(len(out)), map(is_not, out, repeat(None))):
+        out[i] = out[i].to_dict()
+    return out
+
+
 def _summaries(v: Any, where: str, field: str) -> tuple:
     out = list(v)
     # (only the entries that hold one are visited: a tensor of a loop of backward calls has an

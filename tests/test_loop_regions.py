@@ -1,5 +1,6 @@
-"""A loop whose body holds a ``no_grad`` step (an optimizer's update, a logged value) folds
-like any loop: its body is drawn once, "× N", with the step's region inside the frame."""
+"""Loops a trace saw fold where they did not: a body that holds a ``no_grad`` step (an
+optimizer's update, a logged value; drawn as a frame inside the loop's frame), a loop of
+``autograd.grad`` calls, two loops one after the other, a loop whose every tenth step differs."""
 
 from __future__ import annotations
 
@@ -137,3 +138,44 @@ def test_loop_of_grad_calls_keeps_each_result_in_its_iteration():
             (g,) = torch.autograd.grad(loss, x)
     src = to_dot(tr.graph()).source
     assert "× 59: a loop" in src and _nodes(src) < 16
+
+
+def test_two_loops_fold_each():
+    """A program with two loops (features made in one, summed in the next) draws each body once,
+    in a frame of its own; one loop alone left the other drawn op by op."""
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    with gl.trace() as tr:
+        feats = []
+        for i in range(50):
+            feats.append(torch.sin(w * i))
+        total = torch.zeros(3)
+        for f in feats:
+            total = total + f * f
+        total.sum().backward()
+    src = to_dot(tr.graph()).source
+    assert len(re.findall(r"× 50: a loop \(line \d+\)", src)) == 2 and _nodes(src) < 25
+    assert [d for d, _ in _clusters(src)] == [1, 1]
+
+
+def test_loop_whose_every_tenth_step_differs_folds_its_runs():
+    """A training loop that also evaluates every tenth step has no two ten-step stretches
+    alike (the first and last differ): the runs of alike single steps between the evaluations
+    fold instead, each in its frame, where nothing folded before."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3)
+    with gl.trace(module=model) as tr:
+        for step in range(40):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            if step % 10 == 0:
+                with torch.no_grad():
+                    model(x)
+    g = tr.graph()
+    src = to_dot(g).source
+    frames = re.findall(r"× (\d+): a loop", src)
+    assert len(frames) >= 3 and all(int(k) >= 3 for k in frames)
+    assert _nodes(src) < _nodes(to_dot(g, repeats=False).source) / 3

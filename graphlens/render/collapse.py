@@ -67,7 +67,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         if boxed:
             nodes, edges = picture
     if len(nodes) > budget and o.repeats and graph is not None and graph.source == "trace":
-        nodes, edges = fold_loops(graph, nodes, edges)
+        nodes, edges = fold_loops(graph, nodes, edges, budget=budget)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
     return nodes, edges

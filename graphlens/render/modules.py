@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Mapping
 
 import numpy as np
@@ -177,7 +178,8 @@ def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[
     return [r for r in runs if len(r) >= minimum]
 
 
-def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]]) -> tuple[list[Node], list[Edge]]:
+def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]], *,
+         number: int = 1) -> tuple[list[Node], list[Edge]]:
     """Draw each run of alike blocks once: ``runs`` holds, per run, its blocks (each a list of
     nodes, the same graph node for node), the run's title and the first block's name.
 
@@ -186,11 +188,11 @@ def fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]]
     no autograd graph has."""
     if not runs:
         return nodes, edges
-    out = _fold(nodes, edges, runs)
+    out = _fold(nodes, edges, runs, number)
     if acyclic(*out) or not acyclic(nodes, edges):
         return out
-    runs = [run for run in runs if acyclic(*_fold(nodes, edges, [run]))]
-    out = _fold(nodes, edges, runs) if runs else (nodes, edges)
+    runs = [run for run in runs if acyclic(*_fold(nodes, edges, [run], number))]
+    out = _fold(nodes, edges, runs, number) if runs else (nodes, edges)
     return out if acyclic(*out) else (nodes, edges)
 
 
@@ -214,14 +216,14 @@ def acyclic(nodes: list[Node], edges: list[Edge]) -> bool:
     return done == len(indegree)
 
 
-def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]]) -> tuple[list[Node], list[Edge]]:
+def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]], str, str]], number: int = 1) -> tuple[list[Node], list[Edge]]:
     folded: dict[str, str] = {}  # node id -> the first block's node that stands for it
     block_of: dict[str, tuple[int, int]] = {}  # node id -> (run, block) for every node of a run
     kept_region: dict[str, str] = {}
     relabel: dict[str, tuple[str, int, str]] = {}
     sizes = _region_sizes(nodes)
     inner: set[str] = set()  # the kept nodes whose region is drawn inside their block's frame
-    for count, (blocks, title, first_name) in enumerate(runs, 1):
+    for count, (blocks, title, first_name) in enumerate(runs, number):
         first = blocks[0]
         single = len(first) == 1 and first[0].kind == "box"
         local = _local_regions(first, sizes)
@@ -295,41 +297,122 @@ def remap_edges(edges: list[Edge], alias: Mapping[str, str]) -> list[Edge]:
     return out
 
 
-def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3) -> tuple[list[Node], list[Edge]]:
+#: How many loops one picture looks for at most (each in what the ones before left).
+MAX_LOOPS = 8
+
+
+def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
+               budget: int | None = None) -> tuple[list[Node], list[Edge]]:
     """Draw the body of a Python loop the trace saw run many times (an unrolled ``LSTMCell``,
     a training loop) once, with "× N".
 
     The loop is found in the forward ops in program order, each known by its line and
     op: the longest stretch that repeats one pattern at least ``minimum`` times.  Each
     repetition (an iteration) holds its ops and the tensors they made; consecutive
-    iterations that are the same graph (as for blocks) fold into the first."""
+    iterations that are the same graph (as for blocks) fold into the first.
+
+    Given a ``budget``, while the picture still has more nodes: every stretch where that
+    pattern repeats folds, each in its frame; a shorter pattern is tried too, and the one
+    that leaves fewer nodes drawn is kept (a training loop that also evaluates every tenth
+    step: its runs of alike single steps, rather than one frame of ten steps); and the next
+    loop is looked for in the ops left (a program with two loops), up to :data:`MAX_LOOPS`."""
     ops = [op for op in graph.ops if op.forward is not None]
     if len(ops) < 2 * minimum:
         return nodes, edges
-    seq = [(op.line, op.forward) for op in ops]
-    start, period, repeats = _periodic(seq, minimum)
-    if repeats < minimum:
-        return nodes, edges
-    pattern = seq[start:start + period]
-    for q in range(1, period):  # (a body of one call, h, c = cell(x, (h, c)), repeats in pairs too: count its own runs)
-        if period % q == 0 and pattern == pattern[:q] * (period // q):
-            period, repeats = q, repeats * (period // q)
+    seq: list = [(op.line, op.forward) for op in ops]
+    folded = 0  # (the runs drawn so far: each run's frame is numbered on from them)
+    below = None
+
+    def attempt(below: int | None) -> tuple | None:
+        start, period, repeats = _periodic(seq, minimum, below)
+        if repeats < minimum:
+            return None
+        found = period
+        pattern = seq[start:start + period]
+        for q in range(1, period):  # (a body of one call, h, c = cell(x, (h, c)), repeats in pairs too: count its own runs)
+            if period % q == 0 and pattern == pattern[:q] * (period // q):
+                period, repeats = q, repeats * (period // q)
+                break
+        stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
+        return (found, period, stretches, *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded))
+
+    for _ in range(MAX_LOOPS if budget is not None else 1):
+        best = attempt(below)
+        if best is None:
             break
-    iteration = {ops[start + k].id: k // period for k in range(period * repeats)}
+        if budget is not None and len(best[3]) > budget and best[0] > 2:
+            shorter = attempt(best[0])  # (a shorter loop inside: one step, where every tenth differs)
+            if shorter is not None and shorter[5] and len(shorter[3]) < len(best[3]):
+                best = shorter
+        found, period, stretches, nodes, edges, runs = best
+        folded += runs
+        if budget is None or len(nodes) <= budget:
+            break
+        if not runs:  # (no two iterations alike: look for a shorter loop inside)
+            below = found
+            continue
+        below = None
+        for start, repeats in stretches:  # (taken: each item now stands for itself alone, matching nothing)
+            seq[start:start + period * repeats] = [(None, k) for k in range(start, start + period * repeats)]
+    return nodes, edges
+
+
+def _occurrences(seq: list, pattern: list, minimum: int) -> list[tuple[int, int]]:
+    """``(start, repeats)`` of every stretch of ``seq`` where ``pattern`` repeats ``minimum``
+    times or more in a row, in order, none overlapping (numpy compares)."""
+    n, p = len(seq), len(pattern)
+    if n < p:
+        return []
+    codes: dict = {}
+    items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
+    want = np.fromiter((codes.get(x, -1) for x in pattern), dtype=np.int64, count=p)
+    at = np.ones(n - p + 1, dtype=bool)
+    for d in range(p):
+        at &= items[d:n - p + 1 + d] == want[d]
+    out: list[tuple[int, int]] = []
+    k = 0
+    hits = np.flatnonzero(at)
+    for i in hits:
+        i = int(i)
+        if i < k:
+            continue
+        reps = 1
+        while i + reps * p < len(at) and at[i + reps * p]:
+            reps += 1
+        if reps >= minimum:
+            out.append((i, reps))
+            k = i + reps * p
+    return out
+
+
+def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, stretches: list[tuple[int, int]],
+                    period: int, minimum: int, folded: int) -> tuple[list[Node], list[Edge], int]:
+    """:func:`fold_loops` for the ``stretches`` (``(start, repeats)`` in the forward ``ops``) where
+    one pattern of ``period`` ops repeats; the frames it draws are numbered from ``folded + 1``.
+    Returns the picture and how many runs it folded."""
+    iteration: dict[str, int] = {}
+    bases: list[int] = []  # (each stretch's first iteration number: a gap between stretches keeps their runs apart)
+    number = 0
+    for start, repeats in stretches:
+        bases.append(number)
+        for k in range(period * repeats):
+            iteration[ops[start + k].id] = number + k // period
+        number += repeats + 1
     # The backward nodes a call made inside itself (lstm_cell's gates: no forward call of
     # their own, drawn in the function view) belong to the iteration of that call: each
     # iteration, in forward order, claims what its calls' nodes reach through such nodes,
     # up to another call's node, a leaf's AccumulateGrad, or a node claimed already.
     children = graph.adjacency.next
     stops = {op.id for op in graph.ops if op.forward is not None or op.is_accumulate_grad}
-    for k in range(period * repeats):
-        j = ops[start + k].id
-        stack = list(children.get(j, ()))
-        while stack:
-            x = stack.pop()
-            if x not in stops and x not in iteration:
-                iteration[x] = k // period
-                stack.extend(children.get(x, ()))
+    for start, repeats in stretches:
+        for op in ops[start:start + period * repeats]:
+            j = op.id
+            stack = list(children.get(j, ()))
+            while stack:
+                x = stack.pop()
+                if x not in stops and x not in iteration:
+                    iteration[x] = iteration[j]
+                    stack.extend(children.get(x, ()))
     made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
     # A leaf's AccumulateGrad (drawn in the function view) made in the loop (a parameter's
     # version an optimizer's step made under no_grad) goes with the one iteration whose nodes
@@ -365,11 +448,14 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
             blocks.setdefault(i, []).append(n)
     internal = _internal(edges)
     runs = []
-    lines = sorted({op.line for op in ops[start:start + period] if op.line is not None})
+    first = stretches[0][0]
+    lines = sorted({op.line for op in ops[first:first + period] if op.line is not None})
     where = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}–{lines[-1]}" if lines else "one stretch"
     for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes)):
-        runs.append(([blocks[i] for i in run], f"a loop ({where}), iterations {run[0] + 1} … {run[-1] + 1}", f"iteration {run[0] + 1}"))
-    return fold(nodes, edges, runs)
+        base = bases[bisect_right(bases, run[0]) - 1]  # (iterations counted from 1 in each stretch)
+        a, b = run[0] - base + 1, run[-1] - base + 1
+        runs.append(([blocks[i] for i in run], f"a loop ({where}), iterations {a} … {b}", f"iteration {a}"))
+    return (*fold(nodes, edges, runs, number=folded + 1), len(runs))
 
 
 def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[str, str]) -> dict[str, int]:
@@ -393,7 +479,7 @@ def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[s
     return out
 
 
-def _periodic(seq: list, minimum: int) -> tuple[int, int, int]:
+def _periodic(seq: list, minimum: int, below: int | None = None) -> tuple[int, int, int]:
     """``(start, period, repeats)`` of the stretch of ``seq`` covering the most items by
     repeating one pattern (of at least two items) ``minimum`` times or more (the shortest
     period, then the earliest stretch, on ties); the work is bounded (about 4 million
@@ -405,6 +491,8 @@ def _periodic(seq: list, minimum: int) -> tuple[int, int, int]:
     n = len(seq)
     best = (0, 1, 0)
     longest = min(n // minimum, max(2, 4_000_000 // max(n, 1)))
+    if below is not None:  # (only patterns shorter than ``below``)
+        longest = min(longest, below - 1)
     if longest < 2:
         return best
     codes: dict = {}
