@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graphlens.render.modules import _periodic
+from graphlens.render.loops import _periodic
 
 
 def _plain_periodic(seq, minimum):

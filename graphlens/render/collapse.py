@@ -8,7 +8,8 @@ from .labels import esc, plural
 from .chains import collapse_chains, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import Graph
-from .modules import acyclic, fold_loops, fold_repeats, lowered_ops, remap_edges
+from .loops import fold_loops, fold_structure
+from .modules import acyclic, fold_repeats, lowered_ops, remap_edges
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
 
 __all__ = ["collapse", "SIDE_PATH"]
@@ -22,7 +23,8 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     ``o.depth=None`` picks the level: a model's graph (its nodes carry module scopes) above
     ``MODULE_NODES`` drawn nodes opens at the deepest module level whose picture fits in
     ``MODULE_NODES`` (and ``o.max_nodes``), runs of identical numbered blocks drawn once
-    (``o.repeats``); any other graph collapses only above ``o.max_nodes``."""
+    (``o.repeats``); any other graph collapses only above ``o.max_nodes``.  A snapshot's
+    stretches that repeat one graph (an unrolled cell) fold as a trace's loops do."""
     depth = o.depth
     levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
     budget = min(MODULE_NODES, o.max_nodes)
@@ -70,6 +72,9 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         nodes, edges = fold_loops(graph, nodes, edges, budget=budget)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
+    if len(nodes) > budget and o.repeats and graph is not None and graph.source != "trace":
+        # (a snapshot's repeating stretches, found by the graph alone, once chains are drawn as one)
+        nodes, edges = fold_structure(graph, nodes, edges, budget=budget)
     return nodes, edges
 
 

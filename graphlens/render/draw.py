@@ -19,7 +19,7 @@ from .dot import emit
 from .modules import hide_buffers
 from .notes import resolve_notes
 from .scene import DataParts, Options, data_parts, data_scene, function_scene, graph_buffers
-from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
+from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, MODULE_NODES, VIEWS
 
 __all__ = ["to_dot", "check_graph", "build_scene"]
 
@@ -127,15 +127,24 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         if not o.buffers:
             parts = _without_buffers(graph, parts)
         nodes, edges = collapse_parts(parts, o)
+        if not (o.repeats and len(nodes) > min(MODULE_NODES, o.max_nodes)):
+            return graph, nodes, edges, o, drawn_notes
+        # (still more than a picture holds: the whole scene, where a repeating stretch can fold)
+        folded = collapse(*_data_scene(graph, o), o, graph)
+        if len(folded[0]) < len(nodes):
+            nodes, edges = folded
         return graph, nodes, edges, o, drawn_notes
     if o.view == "data":
-        nodes, edges = data_scene(graph, o)
-        if not o.buffers:
-            nodes, edges = hide_buffers(graph, nodes, edges)
+        nodes, edges = _data_scene(graph, o)
     else:
         nodes, edges = function_scene(graph, o)
     nodes, edges = collapse(nodes, edges, o, graph)
     return graph, nodes, edges, o, drawn_notes
+
+
+def _data_scene(graph: Graph, o: Options) -> tuple[list, list]:
+    nodes, edges = data_scene(graph, o)
+    return (nodes, edges) if o.buffers else hide_buffers(graph, nodes, edges)
 
 
 def _chains_only(graph: Graph, o: Options) -> bool:

@@ -1,6 +1,7 @@
-"""Loops a trace saw fold where they did not: a body that holds a ``no_grad`` step (an
-optimizer's update, a logged value; drawn as a frame inside the loop's frame), a loop of
-``autograd.grad`` calls, two loops one after the other, a loop whose every tenth step differs."""
+"""Loops fold where they did not: a traced body that holds a ``no_grad`` step (an optimizer's
+update, a logged value; drawn as a frame inside the loop's frame), a loop of ``autograd.grad``
+calls, two loops one after the other, a loop whose every tenth step differs, and a snapshot's
+repeating stretch (an unrolled cell), found from the graph alone."""
 
 from __future__ import annotations
 
@@ -179,3 +180,36 @@ def test_loop_whose_every_tenth_step_differs_folds_its_runs():
     frames = re.findall(r"× (\d+): a loop", src)
     assert len(frames) >= 3 and all(int(k) >= 3 for k in frames)
     assert _nodes(src) < _nodes(to_dot(g, repeats=False).source) / 3
+
+
+def _lstm_snapshot(steps: int) -> gl.Graph:
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(4, 5)
+    h = c = torch.zeros(1, 5)
+    for x in torch.randn(steps, 1, 4):
+        h, c = cell(x, (h, c))
+    return gl.snapshot(h.pow(2).mean())
+
+
+def test_snapshot_of_unrolled_cell_folds():
+    """A snapshot knows no lines, but an unrolled LSTMCell's backward nodes, in the order of
+    their way down to the leaves, repeat one pattern: the stretches that are the same graph
+    fold into one frame, so 30 and 60 steps draw the same few nodes (30 steps drew 400,
+    more than Graphviz lays out in its time limit)."""
+    small, large = (to_dot(_lstm_snapshot(n)).source for n in (30, 60))
+    assert _nodes(small) == _nodes(large) <= 60
+    assert re.search(r"× 28: a repeating stretch of the graph, repeats 2 … 29", small)
+    assert "a loop" not in small  # (a snapshot does not know it was a loop: it says what it sees)
+
+
+def test_snapshot_chain_stays_a_chain():
+    """A snapshot's run of one op (``y = y * 1.0001`` a hundred times) is no stretch to frame:
+    it is drawn as before, op by op below the limit and as one chain node above it."""
+    x = torch.randn(3, requires_grad=True)
+    y = x
+    for _ in range(100):
+        y = y * 1.0001
+    g = gl.snapshot(y.sum())
+    for view in ("data", "function"):
+        assert "repeating stretch" not in to_dot(g, view=view).source
+        assert "repeating stretch" not in to_dot(g, view=view, max_nodes=30).source

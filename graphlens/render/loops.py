@@ -1,0 +1,279 @@
+"""Loops drawn once: the body of a loop a trace saw run many times, a snapshot's repeating stretch, "× N"."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Mapping
+
+import numpy as np
+
+from ..graph import Graph
+from .modules import _alike_runs, _internal, _region_sizes, fold
+from .scene import Edge, Node
+
+__all__ = ["fold_loops", "fold_structure", "MAX_LOOPS"]
+
+
+#: How many loops one picture looks for at most (each in what the ones before left).
+MAX_LOOPS = 8
+
+
+def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
+               budget: int | None = None) -> tuple[list[Node], list[Edge]]:
+    """Draw the body of a Python loop the trace saw run many times (an unrolled ``LSTMCell``,
+    a training loop) once, with "× N".
+
+    The loop is found in the forward ops in program order, each known by its line and
+    op: the longest stretch that repeats one pattern at least ``minimum`` times.  Each
+    repetition (an iteration) holds its ops and the tensors they made; consecutive
+    iterations that are the same graph (as for blocks) fold into the first.
+
+    Given a ``budget``, while the picture still has more nodes: every stretch where that
+    pattern repeats folds, each in its frame; a shorter pattern is tried too, and the one
+    that leaves fewer nodes drawn is kept (a training loop that also evaluates every tenth
+    step: its runs of alike single steps, rather than one frame of ten steps); and the next
+    loop is looked for in the ops left (a program with two loops), up to :data:`MAX_LOOPS`."""
+    ops = [op for op in graph.ops if op.forward is not None]
+    if len(ops) < 2 * minimum:
+        return nodes, edges
+    return _fold_sequence(graph, nodes, edges, ops, [(op.line, op.forward) for op in ops], minimum, budget, _LOOP_WORDS)
+
+
+def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
+                   budget: int | None = None) -> tuple[list[Node], list[Edge]]:
+    """:func:`fold_loops` for a graph that knows no forward calls or lines (a snapshot): its
+    backward nodes are put in the order of their longest way down to a leaf (the order the
+    forward pass could have made them: an unrolled cell's nodes, one step after the other) and
+    a stretch where one pattern of node names repeats is folded the same way: only where the
+    repeats are the same graph, node for node and edge for edge, which is what the frame says."""
+    ops = [op for op in graph.ops if not op.is_accumulate_grad]
+    if len(ops) < 2 * minimum:
+        return nodes, edges
+    down = _down_heights(graph)
+    place = {op.id: k for k, op in enumerate(graph.ops)}
+    ops.sort(key=lambda op: (down[op.id], place[op.id]))
+    return _fold_sequence(graph, nodes, edges, ops, [op.name for op in ops], minimum, budget, _STRETCH_WORDS)
+
+
+#: How a folded stretch is titled: what it is, and what its repeats are called.
+_LOOP_WORDS = ("a loop", "iterations", "iteration")
+_STRETCH_WORDS = ("a repeating stretch of the graph", "repeats", "repeat")
+
+
+def _down_heights(graph: Graph) -> dict[str, int]:
+    """Each op's longest way down ``next`` edges (0: it leads to no op)."""
+    children, parents = graph.adjacency.next, graph.adjacency.prev
+    waiting = {op.id: len(parents.get(op.id, ())) for op in graph.ops}
+    ready = [op.id for op in graph.ops if not waiting[op.id]]
+    order = []
+    while ready:
+        x = ready.pop()
+        order.append(x)
+        for c in children.get(x, ()):
+            waiting[c] -= 1
+            if not waiting[c]:
+                ready.append(c)
+    height: dict[str, int] = {}
+    for x in reversed(order):
+        height[x] = 1 + max((height[c] for c in children.get(x, ()) if c in height), default=-1)
+    for op in graph.ops:  # (none is left out in a graph without cycles; a read one might have them)
+        height.setdefault(op.id, 0)
+    return height
+
+
+def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, seq: list, minimum: int,
+                   budget: int | None, words: tuple[str, str, str]) -> tuple[list[Node], list[Edge]]:
+    """The search of :func:`fold_loops` on ``seq`` (what to compare of each of ``ops``, in order)."""
+    folded = 0  # (the runs drawn so far: each run's frame is numbered on from them)
+    below = None
+
+    def attempt(below: int | None) -> tuple | None:
+        start, period, repeats = _periodic(seq, minimum, below)
+        if repeats < minimum:
+            return None
+        found = period
+        pattern = seq[start:start + period]
+        for q in range(1, period):  # (a body of one call, h, c = cell(x, (h, c)), repeats in pairs too: count its own runs)
+            if period % q == 0 and pattern == pattern[:q] * (period // q):
+                period, repeats = q, repeats * (period // q)
+                break
+        if period == 1 and words is _STRETCH_WORDS:
+            return None  # (a snapshot's run of one op: a chain, drawn as one node by the chains' own step)
+        stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
+        return (found, period, stretches, *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, words))
+
+    for _ in range(MAX_LOOPS if budget is not None else 1):
+        best = attempt(below)
+        if best is None:
+            break
+        if budget is not None and len(best[3]) > budget and best[0] > 2:
+            shorter = attempt(best[0])  # (a shorter loop inside: one step, where every tenth differs)
+            if shorter is not None and shorter[5] and len(shorter[3]) < len(best[3]):
+                best = shorter
+        found, period, stretches, nodes, edges, runs = best
+        folded += runs
+        if budget is None or len(nodes) <= budget:
+            break
+        if not runs:  # (no two iterations alike: look for a shorter loop inside)
+            below = found
+            continue
+        below = None
+        for start, repeats in stretches:  # (taken: each item now stands for itself alone, matching nothing)
+            seq[start:start + period * repeats] = [(None, k) for k in range(start, start + period * repeats)]
+    return nodes, edges
+
+
+def _occurrences(seq: list, pattern: list, minimum: int) -> list[tuple[int, int]]:
+    """``(start, repeats)`` of every stretch of ``seq`` where ``pattern`` repeats ``minimum``
+    times or more in a row, in order, none overlapping (numpy compares)."""
+    n, p = len(seq), len(pattern)
+    if n < p:
+        return []
+    codes: dict = {}
+    items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
+    want = np.fromiter((codes.get(x, -1) for x in pattern), dtype=np.int64, count=p)
+    at = np.ones(n - p + 1, dtype=bool)
+    for d in range(p):
+        at &= items[d:n - p + 1 + d] == want[d]
+    out: list[tuple[int, int]] = []
+    k = 0
+    hits = np.flatnonzero(at)
+    for i in hits:
+        i = int(i)
+        if i < k:
+            continue
+        reps = 1
+        while i + reps * p < len(at) and at[i + reps * p]:
+            reps += 1
+        if reps >= minimum:
+            out.append((i, reps))
+            k = i + reps * p
+    return out
+
+
+def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, stretches: list[tuple[int, int]],
+                    period: int, minimum: int, folded: int, words: tuple[str, str, str] = _LOOP_WORDS) -> tuple[list[Node], list[Edge], int]:
+    """:func:`fold_loops` for the ``stretches`` (``(start, repeats)`` in the forward ``ops``) where
+    one pattern of ``period`` ops repeats; the frames it draws are numbered from ``folded + 1``.
+    Returns the picture and how many runs it folded."""
+    iteration: dict[str, int] = {}
+    bases: list[int] = []  # (each stretch's first iteration number: a gap between stretches keeps their runs apart)
+    number = 0
+    for start, repeats in stretches:
+        bases.append(number)
+        for k in range(period * repeats):
+            iteration[ops[start + k].id] = number + k // period
+        number += repeats + 1
+    # The backward nodes a call made inside itself (lstm_cell's gates: no forward call of
+    # their own, drawn in the function view) belong to the iteration of that call: each
+    # iteration, in forward order, claims what its calls' nodes reach through such nodes,
+    # up to another call's node, a leaf's AccumulateGrad, or a node claimed already.
+    children = graph.adjacency.next
+    stops = {op.id for op in graph.ops if op.forward is not None or op.is_accumulate_grad}
+    for start, repeats in stretches:
+        for op in ops[start:start + period * repeats]:
+            j = op.id
+            stack = list(children.get(j, ()))
+            while stack:
+                x = stack.pop()
+                if x not in stops and x not in iteration:
+                    iteration[x] = iteration[j]
+                    stack.extend(children.get(x, ()))
+    made_by = {t.id: t.op for t in graph.tensors if t.op is not None}
+    # A leaf's AccumulateGrad (drawn in the function view) made in the loop (a parameter's
+    # version an optimizer's step made under no_grad) goes with the one iteration whose nodes
+    # send it gradients; a leaf from outside the loop keeps its own outside it.
+    users_of = graph.adjacency.prev
+    for op in graph.ops:
+        if op.is_accumulate_grad and op.id not in iteration and iteration.get(made_by.get(op.variable or "")) is not None:
+            users = {iteration.get(u) for u in users_of.get(op.id, ())}
+            if len(users) == 1 and None not in users:
+                iteration[op.id] = users.pop()
+    consumers = graph.adjacency.consumers
+    roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
+    kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
+    blocks: dict[int, list[Node]] = {}
+    between: dict[str, int] | None = None
+    for n in nodes:
+        i = iteration.get(n.id)
+        if i is None and n.kind == "tensor":
+            op = made_by.get(n.id)
+            if op is not None:
+                i = iteration.get(op)
+            elif n.id not in kept:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
+                users = {iteration.get(c) for c in consumers.get(n.id, ())}
+                i = users.pop() if len(users) == 1 else None
+                if i is None and not users:
+                    if between is None:
+                        between = _made_between(graph, iteration, made_by)
+                    i = between.get(n.id)
+        if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
+            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members}
+            i = seen.pop() if len(seen) == 1 else None
+        if i is not None:
+            blocks.setdefault(i, []).append(n)
+    internal = _internal(edges)
+    runs = []
+    first = stretches[0][0]
+    lines = sorted({op.line for op in ops[first:first + period] if op.line is not None})
+    where = f" (line {lines[0]})" if len(lines) == 1 else f" (lines {lines[0]}–{lines[-1]})" if lines else ""
+    what, many, one = words
+    if words is _LOOP_WORDS and not where:
+        where = " (one stretch)"
+    for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes)):
+        base = bases[bisect_right(bases, run[0]) - 1]  # (iterations counted from 1 in each stretch)
+        a, b = run[0] - base + 1, run[-1] - base + 1
+        runs.append(([blocks[i] for i in run], f"{what}{where}, {many} {a} … {b}", f"{one} {a}"))
+    return (*fold(nodes, edges, runs, number=folded + 1), len(runs))
+
+
+def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[str, str]) -> dict[str, int]:
+    """The iteration of each tensor no recorded op made and nothing used (``torch.autograd.grad``'s
+    result, kept in a variable the loop rebinds) that the trace recorded after a tensor an
+    iteration's ops made and before any of a later iteration's but the next one's: it was made
+    during that iteration, or right after its last op (what ``autograd.grad`` of its loss is)."""
+    tensors = graph.tensors
+    known = [iteration.get(made_by.get(t.id, "")) for t in tensors]
+    before: list[int | None] = []
+    last = None
+    for k in known:
+        before.append(last)
+        last = k if k is not None else last
+    out: dict[str, int] = {}
+    after = None
+    for t, k, b in zip(reversed(tensors), reversed(known), reversed(before)):
+        if k is None and b is not None and (after is None or after in (b, b + 1)):
+            out[t.id] = b
+        after = k if k is not None else after
+    return out
+
+
+def _periodic(seq: list, minimum: int, below: int | None = None) -> tuple[int, int, int]:
+    """``(start, period, repeats)`` of the stretch of ``seq`` covering the most items by
+    repeating one pattern (of at least two items) ``minimum`` times or more (the shortest
+    period, then the earliest stretch, on ties); the work is bounded (about 4 million
+    comparisons, made by numpy) by trying only the shorter periods of long sequences.
+
+    >>> _periodic(["x", "a", "b", "a", "b", "a", "b", "y"], 3)
+    (1, 2, 3)
+    """
+    n = len(seq)
+    best = (0, 1, 0)
+    longest = min(n // minimum, max(2, 4_000_000 // max(n, 1)))
+    if below is not None:  # (only patterns shorter than ``below``)
+        longest = min(longest, below - 1)
+    if longest < 2:
+        return best
+    codes: dict = {}
+    items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
+    for p in range(2, longest + 1):
+        m = n - p
+        # the runs of items equal to the one p further on: between the places where they differ
+        bounds = np.concatenate(([-1], np.flatnonzero(items[:m] != items[p:]), [m]))
+        runs = np.diff(bounds) - 1
+        repeats = (runs + p) // p
+        cover = np.where(repeats >= minimum, repeats * p, 0)
+        k = int(np.argmax(cover))  # (the first of the best)
+        if cover[k] > best[1] * best[2]:
+            best = (int(bounds[k]) + 1, p, int(repeats[k]))
+    return best
