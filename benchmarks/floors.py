@@ -449,11 +449,12 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         out["collapse_floor_growth"] = per_floor[100_000] / per_floor[10_000]
         # A picture nothing collapses, wide enough for graphlens to plan its rows: an LSTMCell
         # unrolled (its parameters named, the cell in reach), at 250 and 500 steps (no target but
-        # linear growth; the plan is given up there, its rows crossed by too many edges).
+        # linear growth; the plan is given up there, its rows crossed by too many edges). Drawn
+        # with repeats=False: by default its repeating stretch folds (since 2026-12-07).
         per_step = {}
         for steps in (250, 500):
             g = lstm_cell_graph(steps)
-            res = interleaved({"dot": lambda: to_dot(g).source, "text": lambda: text_dot(g)}, max(3, repeats // 3), floor)
+            res = interleaved({"dot": lambda: to_dot(g, repeats=False).source, "text": lambda: text_dot(g)}, max(3, repeats // 3), floor)
             per_step[steps] = res["dot"]["median_s"] / steps
             out["to_dot"].append({"graph": f"LSTMCell x{steps}", "ops": len(g.ops), "to_dot_ms": res["dot"]["median_s"] * 1e3,
                                   "text_ms": res["text"]["median_s"] * 1e3, "to_dot_vs_text": ratio(res, "dot", "text")})

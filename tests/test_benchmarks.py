@@ -151,7 +151,7 @@ def test_steps_in_a_row_count_the_full_collections_each_side_makes_due(floors):
 
 
 def test_the_unrolled_lstm_cell_workload_has_its_rows_planned(floors):
-    """The workload the row planner's growth is measured on is wide enough to have its rows planned, and nothing collapses."""
+    """The workload the row planner's growth is measured on (drawn with repeats=False) is wide enough to have its rows planned, and nothing collapses."""
     from graphlens.render import rows, to_dot
 
     g = floors.lstm_cell_graph(40)
@@ -159,11 +159,12 @@ def test_the_unrolled_lstm_cell_workload_has_its_rows_planned(floors):
     original = rows._plan
     rows._plan = lambda nodes, *a: planned.append(len(nodes)) or original(nodes, *a)
     try:
-        source = to_dot(g).source
+        source = to_dot(g, repeats=False).source
     finally:
         rows._plan = original
     assert planned and planned[0] == source.count("label=") - 1 > len(g.ops) // 2  # (every node but the legend)
     assert "weight_ih" in source and "chain of" not in source
+    assert "repeating stretch" in to_dot(g).source  # (by default the stretch folds: what the row is not about)
 
 
 def test_the_growth_part_flags_a_call_that_grows_faster_than_its_program():
