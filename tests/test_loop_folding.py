@@ -213,3 +213,51 @@ def test_snapshot_chain_stays_a_chain():
     for view in ("data", "function"):
         assert "repeating stretch" not in to_dot(g, view=view).source
         assert "repeating stretch" not in to_dot(g, view=view, max_nodes=30).source
+
+
+def test_each_batch_folds_with_its_iteration():
+    """A training loop over batches (``for xb, yb in data``): each batch is used by its
+    iteration alone, so it is drawn once, in the frame, not once per step beside it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(20)]
+    with gl.trace(module=model) as tr:
+        for xb, yb in data:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(xb), yb).backward()
+            opt.step()
+    src = to_dot(tr.graph()).source
+    assert re.search(r"× 1\d: a loop", src)
+    assert src.count("<B>xb</B>") <= 3 and _nodes(src) < 80
+
+
+def test_loop_input_stays_outside_the_frame():
+    """The one variable only the first iteration uses (the loop's starting value) is what the
+    loop starts from: it stays outside the frame, and all iterations fold."""
+    torch.manual_seed(0)
+    x = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        y = x
+        for _ in range(40):
+            y = y * 1.0001 + y.detach() * 0.0
+        y.sum().backward()
+    src = to_dot(tr.graph()).source
+    assert "× 40: a loop" in src
+    frame = src[src.index("subgraph cluster"):]
+    assert "<B>x</B>" in src and "<B>x</B>" not in frame
+
+
+def test_snapshot_layers_fold_with_their_own_weights():
+    """A snapshot of a 6-layer transformer drawn with no module in reach (its parameters
+    unnamed): the layers are a repeating stretch, each with its own weights, which fold with
+    their layer instead of 60 leaves drawn beside the frame."""
+    def draw():  # (a frame that holds no module: the parameters are nameless)
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+        loss = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)(torch.randn(2, 5, 16)).pow(2).mean()
+        return to_dot(gl.snapshot(loss)).source
+    src = draw()
+    assert re.search(r"× [45]: a repeating stretch of the graph", src)
+    leaves = len(re.findall(r'fillcolor="#c8ebc4"', src))
+    assert leaves <= 30 and _nodes(src) < 200

@@ -192,15 +192,33 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     consumers = graph.adjacency.consumers
     roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
     kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
-    blocks: dict[int, list[Node]] = {}
+    # A variable or parameter no op made that only one iteration uses goes with it where
+    # several iterations have such (a batch the loop takes, each layer's own weight; in the
+    # function view its AccumulateGrad too); where one alone has one (the loop's first input),
+    # it stays outside, as what the loop starts from.
+    own: dict[str, int] = {}
+    for t in graph.tensors:
+        if t.op is None and t.id in kept:
+            users = {iteration.get(c) for c in consumers.get(t.id, ())}
+            if len(users) == 1 and None not in users:
+                own[t.id] = users.pop()
+    if len(set(own.values())) > 1:
+        for op in graph.ops:
+            if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
+                iteration[op.id] = own[op.variable]
+    else:
+        own = {}
     between: dict[str, int] | None = None
+    blocks: dict[int, list[Node]] = {}
     for n in nodes:
         i = iteration.get(n.id)
         if i is None and n.kind == "tensor":
             op = made_by.get(n.id)
             if op is not None:
                 i = iteration.get(op)
-            elif n.id not in kept:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
+            elif n.id in kept:
+                i = own.get(n.id)
+            else:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
                 users = {iteration.get(c) for c in consumers.get(n.id, ())}
                 i = users.pop() if len(users) == 1 else None
                 if i is None and not users:
