@@ -1,11 +1,14 @@
-"""The loop a trace saw run many times is found in its ops' sequence: numpy's comparisons find
-the very stretch, period and repeats the plain item-by-item search finds."""
+"""The loop a trace saw run many times is found in its ops' sequence: numpy's comparisons (period
+by period, or all periods at once in a table) find the very stretch, period and repeats the plain
+item-by-item search finds."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import graphlens.render.loops as loops
 from graphlens.render.loops import _periodic
 
 
@@ -53,13 +56,22 @@ def op_sequences(draw):
 @example((["a", "b"] * 3 + ["x"] + ["a", "b"] * 3, 3))  # (two stretches alike: the earlier)
 @given(op_sequences())
 def test_the_loop_found_is_the_plain_searchs(case):
-    """Start, period and repeats agree with the plain search (ties: the shorter period, then the earlier stretch)."""
+    """Start, period and repeats agree with the plain search (ties: the shorter period, then the
+    earlier stretch), whether the periods are compared all at once or one by one."""
     seq, minimum = case
-    assert _periodic(seq, minimum) == _plain_periodic(seq, minimum)
+    plain = _plain_periodic(seq, minimum)
+    assert _periodic(seq, minimum) == plain
+    cells, loops._TABLE_CELLS = loops._TABLE_CELLS, 0
+    try:
+        assert _periodic(seq, minimum) == plain
+    finally:
+        loops._TABLE_CELLS = cells
 
 
-def test_a_long_program_is_searched_over_the_same_periods():
+@pytest.mark.parametrize("cells", [0, 10**8])
+def test_a_long_program_is_searched_over_the_same_periods(cells, monkeypatch):
     """A sequence long enough to bound the periods tried (4 million comparisons) gives the plain search's answer."""
+    monkeypatch.setattr(loops, "_TABLE_CELLS", cells)
     body = [(7, "linear"), (7, "tanh"), (8, "add")]
     seq = [(1, "randn")] + body * 1200 + [(12, "sum")]
     assert _periodic(seq, 3) == _plain_periodic(seq, 3) == (1, 3, 1200)

@@ -284,6 +284,8 @@ def _periodic(seq: list, minimum: int, below: int | None = None) -> tuple[int, i
         return best
     codes: dict = {}
     items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
+    if (longest - 1) * n <= _TABLE_CELLS:
+        return _periodic_table(items, minimum, longest)
     for p in range(2, longest + 1):
         m = n - p
         # the runs of items equal to the one p further on: between the places where they differ
@@ -295,3 +297,29 @@ def _periodic(seq: list, minimum: int, below: int | None = None) -> tuple[int, i
         if cover[k] > best[1] * best[2]:
             best = (int(bounds[k]) + 1, p, int(repeats[k]))
     return best
+
+
+#: Up to this many (period, item) pairs, :func:`_periodic` compares every period at once.
+_TABLE_CELLS = 1_000_000
+
+
+def _periodic_table(items: np.ndarray, minimum: int, longest: int) -> tuple[int, int, int]:
+    """:func:`_periodic`'s answer with every period from 2 to ``longest`` compared at once: one
+    row per period, the runs of items equal to the one a period further on ending at each
+    place an item differs (or at the row's end), the first best run of the first best row."""
+    n = len(items)
+    periods = np.arange(2, longest + 1)[:, None]
+    places = np.arange(n - 1)[None, :]  # (the places a row compares, and its end: n - p)
+    ahead = places + periods
+    inside = ahead < n
+    ends = ~inside | (items[places] != items[np.minimum(ahead, n - 1)])  # (where a run ends)
+    last = np.maximum.accumulate(np.where(ends, places, -1), axis=1)
+    before = np.concatenate([np.full((len(periods), 1), -1), last[:, :-1]], axis=1)  # (the end before each place)
+    repeats = (places - before - 1 + periods) // periods
+    cover = np.where(ends & (places <= n - periods) & (repeats >= minimum), repeats * periods, 0)
+    k = cover.argmax(axis=1)
+    rows = cover[np.arange(len(periods)), k]
+    r = int(rows.argmax())
+    if rows[r] <= 0:
+        return (0, 1, 0)
+    return (int(before[r, k[r]]) + 1, int(periods[r, 0]), int(repeats[r, k[r]]))
