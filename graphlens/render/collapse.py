@@ -23,7 +23,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     ``o.depth=None`` picks the level: a model's graph (its nodes carry module scopes) above
     ``MODULE_NODES`` drawn nodes opens at the deepest module level whose picture fits in
     ``MODULE_NODES`` (and ``o.max_nodes``), runs of identical numbered blocks drawn once
-    (``o.repeats``); any other graph collapses only above ``o.max_nodes``.  A snapshot's
+    (``o.repeats``); any other graph collapses only above ``o.max_nodes``, where a snapshot's
     stretches that repeat one graph (an unrolled cell) fold as a trace's loops do."""
     depth = o.depth
     levels = max((len(n.scope.split(".")) for n in nodes if n.scope), default=0)
@@ -72,9 +72,10 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         nodes, edges = fold_loops(graph, nodes, edges, budget=budget)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
-    if len(nodes) > budget and o.repeats and graph is not None and graph.source != "trace":
-        # (a snapshot's repeating stretches, found by the graph alone, once chains are drawn as one)
-        nodes, edges = fold_structure(graph, nodes, edges, budget=budget)
+    if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source != "trace":
+        # (a snapshot's repeating stretches, found by the graph alone, once chains are drawn as one;
+        # like the chains, only above max_nodes: a picture that fits is drawn as it is)
+        nodes, edges = fold_structure(graph, nodes, edges, budget=o.max_nodes)
     return nodes, edges
 
 

@@ -19,7 +19,7 @@ from .dot import emit
 from .modules import hide_buffers
 from .notes import resolve_notes
 from .scene import DataParts, Options, data_parts, data_scene, function_scene, graph_buffers
-from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, MODULE_NODES, VIEWS
+from .style import DIRECTIONS, MAX_ELEMENTS, MAX_NODES, VIEWS
 
 __all__ = ["to_dot", "check_graph", "build_scene"]
 
@@ -127,7 +127,7 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         if not o.buffers:
             parts = _without_buffers(graph, parts)
         nodes, edges = collapse_parts(parts, o)
-        if not (o.repeats and len(nodes) > min(MODULE_NODES, o.max_nodes)):
+        if not (o.repeats and len(nodes) > o.max_nodes):
             return graph, nodes, edges, o, drawn_notes
         # (still more than a picture holds: the whole scene, where a repeating stretch can fold)
         folded = collapse(*_data_scene(graph, o), o, graph)
