@@ -261,3 +261,18 @@ def test_snapshot_layers_fold_with_their_own_weights():
     assert re.search(r"× [45]: a repeating stretch of the graph", src)
     leaves = len(re.findall(r'fillcolor="#c8ebc4"', src))
     assert leaves <= 30 and _nodes(src) < 200
+
+
+def test_snapshot_stretch_is_found_past_a_chain():
+    """A snapshot holding a long chain of one op (drawn as one chain node) and an unrolled RNN:
+    the chain, the longest repeat, is passed over and the RNN's stretch folds."""
+    torch.manual_seed(0)
+    W = torch.randn(4, 4, requires_grad=True)
+    h = torch.zeros(4)
+    for x in torch.randn(80, 4):
+        h = torch.tanh(W @ h + x)
+    y = h
+    for _ in range(300):
+        y = y * 1.0001
+    src = to_dot(gl.snapshot(y.sum())).source
+    assert re.search(r"× 7\d: a repeating stretch of the graph", src) and _nodes(src) < 30

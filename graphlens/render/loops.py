@@ -103,8 +103,8 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
             if period % q == 0 and pattern == pattern[:q] * (period // q):
                 period, repeats = q, repeats * (period // q)
                 break
-        if period == 1 and words is _STRETCH_WORDS:
-            return None  # (a snapshot's run of one op: a chain, drawn as one node by the chains' own step)
+        if period == 1 and words is _STRETCH_WORDS:  # (a snapshot's run of one op: a chain, drawn as one node
+            return (start, repeats)  # by the chains' own step; the search goes on past it)
         stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
         return (found, period, stretches, *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, words))
 
@@ -112,9 +112,13 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
         best = attempt(below)
         if best is None:
             break
+        if len(best) == 2:  # (a chain: taken out of the search)
+            seq[best[0]:best[0] + best[1]] = [(None, k) for k in range(best[0], best[0] + best[1])]
+            tried.clear()
+            continue
         if budget is not None and len(best[3]) > budget and best[0] > 2:
             shorter = attempt(best[0])  # (a shorter loop inside: one step, where every tenth differs)
-            if shorter is not None and shorter[5] and len(shorter[3]) < len(best[3]):
+            if shorter is not None and len(shorter) > 2 and shorter[5] and len(shorter[3]) < len(best[3]):
                 best = shorter
         found, period, stretches, nodes, edges, runs = best
         folded += runs
