@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import graphlens as gl
 from graphlens.render.replay_html import page_data
 from graphlens.render.scene import _rank_map
+from traced_loops import training_loop
 
 
 def _plain_rank_map(graph, region, pairs, detach):
@@ -68,23 +69,10 @@ def test_rank_map_is_the_plain_one(case):
     assert _rank_map(graph, region, pairs, detach) == _plain_rank_map(graph, region, pairs, detach)
 
 
-def _training_loop(steps: int):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(4, 3)
-    with gl.trace(module=model) as tr:
-        for _ in range(steps):
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
-    return tr.graph()
-
-
 def test_training_loop_roots_are_read_once(monkeypatch):
     """Drawing a traced loop of many steps (a root each) asks the graph for its roots a few
     times, not once per tensor: it was once per tensor, quadratic in the steps."""
-    g = _training_loop(12)
+    g = training_loop(12)
     calls = []
     real = gl.Graph.roots
 

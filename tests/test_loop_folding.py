@@ -13,20 +13,7 @@ import torch
 import graphlens as gl
 from graphlens.render import to_dot
 from graphlens.render.output import layout
-
-
-def _training_loop(steps: int, opt_class=torch.optim.SGD):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
-    opt = opt_class(model.parameters(), lr=0.01)
-    x = torch.randn(4, 3)
-    with gl.trace(module=model) as tr:
-        for _ in range(steps):
-            opt.zero_grad()
-            loss = model(x).pow(2).mean()
-            loss.backward()
-            opt.step()
-    return tr.graph()
+from traced_loops import training_loop
 
 
 def _logged_chain(steps: int):
@@ -65,7 +52,7 @@ def test_training_loop_folds_with_its_optimizer_step():
     nodes at 12 steps as at 24: the steps in the middle are one frame, "× N", and the
     update's no_grad region is drawn inside that frame (it drew every step before: 24
     steps were about 500 nodes, more than Graphviz lays out in its time limit)."""
-    small, large = (to_dot(_training_loop(n)).source for n in (12, 24))
+    small, large = (to_dot(training_loop(n)).source for n in (12, 24))
     assert _nodes(small) == _nodes(large) < 80
     assert re.search(r"× 2\d: a loop", large)
     nested = [name for depth, name in _clusters(large) if depth == 2]
@@ -109,7 +96,7 @@ def test_function_view_keeps_outside_leaves_their_own_accumulate_grad():
     with gl.trace() as tr:
         s = torch.stack([w * 2 for w in ws])
         s.sum().backward()
-    for g in (tr.graph(), _training_loop(8, torch.optim.Adam)):
+    for g in (tr.graph(), training_loop(8, torch.optim.Adam)):
         src = to_dot(g, view="function").source
         accs = set(re.findall(r"^\s*(\S+) \[label=<AccumulateGrad>", src, re.M))
         fed: dict[str, int] = {}
@@ -123,7 +110,7 @@ def test_function_view_keeps_outside_leaves_their_own_accumulate_grad():
 def test_nested_frames_lay_out():
     """Graphviz lays out a loop frame holding a no_grad frame (the layout program a
     pip-only install has too)."""
-    svg = layout(to_dot(_training_loop(10)).source, "svg").decode()
+    svg = layout(to_dot(training_loop(10)).source, "svg").decode()
     assert svg.count('class="cluster"') >= 2
 
 

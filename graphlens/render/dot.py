@@ -244,17 +244,17 @@ def _plain_id(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)
 
 
-def _region_lines(region: str, members: list[Node], prefix: str, title: str, qid: Callable[[str], str], indent: str) -> list[str]:
-    """A ``no_grad`` (or checkpoint) region drawn inside another one: a dashed cluster with its
-    title as a node above its first member."""
+def _frame_open(region: str, cid: str, title: str, qid: Callable[[str], str], indent: str) -> list[str]:
+    """The start of cluster ``cid``, which draws ``region``: a loop's frame or a dashed region, and
+    its title, a node of its own above the region's first node, so that no edge is ever drawn
+    across it (a cluster label would be)."""
     kind = region.partition("#")[0]
-    shown = kind + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
-    title_attrs = {"shape": "plaintext", "fontcolor": REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-    lines = [f"{indent}subgraph {prefix}{_plain_id(region)} {{\n", f"{indent}\t{attr_list(None, {'style': 'dashed,rounded', 'color': REGION})[2:-1]}\n",
-             f"{indent}\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n"]
-    lines += [f"{indent}\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n" for n in members]
-    lines += [f"{indent}\t{qid(title)} -> {qid(members[0].id)}{attr_list(None, {'style': 'invis'})}\n", f"{indent}}}\n"]
-    return lines
+    repeat = kind.startswith(REPEAT)
+    frame = {"style": "rounded", "color": BOX_BORDER, "penwidth": "1.5"} if repeat else {"style": "dashed,rounded", "color": REGION}
+    title_attrs = {"shape": "plaintext", "fontcolor": BOX_BORDER if repeat else REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
+    shown = kind.removeprefix(REPEAT) + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
+    return [f"{indent}subgraph {cid} {{\n", f"{indent}\t{attr_list(None, frame)[2:-1]}\n",
+            f"{indent}\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n"]
 
 
 _STYLES: dict[tuple, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # (attrs' items) -> their sorted keys and texts
@@ -306,21 +306,12 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
             body.extend(beside.pop(n.id, ()))
     clusters: set[str] = set()
     for region, members in regions.items():
-        kind = region.partition("#")[0]
-        cid = "cluster_" + prefix + "".join(c if c.isalnum() else "_" for c in region)
+        cid = "cluster_" + prefix + _plain_id(region)
         while cid in clusters:  # ("a-b" and "a_b" are two regions)
             cid += "_"
         clusters.add(cid)
-        body.append(f"\tsubgraph {cid} {{\n")
-        repeat = kind.startswith(REPEAT)
-        frame = {"style": "rounded", "color": BOX_BORDER, "penwidth": "1.5"} if repeat else {"style": "dashed,rounded", "color": REGION}
-        body.append(f"\t\t{attr_list(None, frame)[2:-1]}\n")
-        # The title is a node of its own above the region's first node, so that no
-        # edge is ever drawn across it (a cluster label would be).
         title = own(cid.removeprefix("cluster_" + prefix))
-        title_attrs = {"shape": "plaintext", "fontcolor": BOX_BORDER if repeat else REGION, "fontsize": "10", "height": "0.2", "margin": "0"}
-        shown = kind.removeprefix(REPEAT) + (" (inside a reentrant checkpoint)" if region.endswith(REENTRANT_TAG) else "")
-        body.append(f"\t\t{qid(title)}{attr_list(graphviz.nohtml(shown), title_attrs)}\n")
+        body.extend(_frame_open(region, cid, title, qid, "\t"))
         nested: dict[str, list[Node]] = {}
         for n in members:
             if n.inner:
@@ -328,7 +319,11 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
             else:
                 body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
         for inner, within in nested.items():  # (a no_grad step inside a folded loop's body: a frame in the frame)
-            body.extend(_region_lines(inner, within, f"{cid}__", own(f"{title}__{_plain_id(inner)}"), qid, "\t\t"))
+            inner_title = own(f"{title}__{_plain_id(inner)}")
+            body.extend(_frame_open(inner, f"{cid}__{_plain_id(inner)}", inner_title, qid, "\t\t"))
+            body.extend(f"\t\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n" for n in within)
+            body.append(f"\t\t\t{qid(inner_title)} -> {qid(within[0].id)}{attr_list(None, {'style': 'invis'})}\n")
+            body.append("\t\t}\n")
         for n in members:
             # Notes on the region's nodes are declared inside it: outside, they would all
             # go after the region in its rows, tied to their nodes by arcs across the others.

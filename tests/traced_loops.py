@@ -1,0 +1,25 @@
+"""Traced loops that several test modules draw: a training loop of a small MLP."""
+
+from __future__ import annotations
+
+import torch
+
+import graphlens as gl
+
+__all__ = ["training_loop"]
+
+
+def training_loop(steps: int, opt_class=torch.optim.SGD) -> gl.Graph:
+    """The graph of ``steps`` steps of a 3-4-1 MLP (Tanh) trained by ``opt_class`` (lr 0.01) on one
+    batch: forward, backward, the optimizer's update under no_grad, and a root per step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    opt = opt_class(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3)
+    with gl.trace(module=model) as tr:
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+    return tr.graph()
