@@ -168,10 +168,17 @@ class Replay:
     def has_scopes(self) -> bool:
         """Whether the graph knows which module ran its ops (a trace with ``module=``, or
         parameters with dotted names): what :meth:`by_module` needs."""
-        from .scopes import infer_scopes
+        return any(op.scope for op in self._scoped().ops)
 
-        g = infer_scopes(self.graph)
-        return any(op.scope for op in g.ops)
+    def _scoped(self) -> Graph:
+        """The graph with each op's module (:func:`~graphlens.scopes.infer_scopes`), made once:
+        a module step's sentences ask for it once per gradient that crosses it."""
+        g = self.__dict__.get("_scoped_graph")
+        if g is None:
+            from .scopes import infer_scopes
+
+            g = self.__dict__["_scoped_graph"] = infer_scopes(self.graph)
+        return g
 
     def by_module(self, *, depth: int | None = None) -> tuple[ModuleStep, ...]:
         """The backward read module by module: each :class:`ModuleStep` is one maximal run
@@ -191,13 +198,12 @@ class Replay:
         [(None, 1), ('2', 4), ('1', 1), ('0', 4)]
         """
         from ._checks import check_count
-        from .scopes import infer_scopes
 
         depth = check_count("depth", depth, allow_none=True, minimum=1)
         cached = self.__dict__.setdefault("_by_module", {})
         if depth in cached:
             return cached[depth]
-        g = infer_scopes(self.graph)
+        g = self._scoped()
         scope = {op.id: op.scope for op in g.ops}
         into: dict[tuple[str, int], list] = {}
         for e in g.edges:
@@ -312,9 +318,7 @@ class Replay:
         t = self._index()["outputs"].get((f.receiver, f.output_nr))
         if t is not None and t.name:
             return t.name
-        from .scopes import infer_scopes
-
-        scope = infer_scopes(self.graph).node(f.receiver).scope
+        scope = self._scoped().node(f.receiver).scope
         return f"a tensor made in {scope}" if scope else (t.label if t is not None else node.label)
 
     def describe(self, step: Step, precision: int = PRECISION, max_elements: int | None = 4) -> str:

@@ -7,7 +7,7 @@ from typing import Mapping
 from .labels import esc, plural
 from .chains import collapse_chains, periodic_segment
 from .scene import Edge, Node, Options
-from ..graph import Graph
+from ..graph import REENTRANT_TAG, Graph
 from .loops import fold_loops, fold_structure
 from .modules import acyclic, fold_repeats, lowered_ops, remap_edges
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
@@ -49,7 +49,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
                 # (boxes that would feed each other in a circle, which no autograd graph
                 # does, e.g. around scopes a snapshot inferred: this level is not drawn)
                 box, boxed = {}, (nodes, edges)
-            tried[k] = (bool(box), _fold(*boxed, o))
+            tried[k] = (bool(box), _fold(*boxed, o), boxed)
         return tried[k]
 
     def fits_at(k: int) -> bool:
@@ -64,12 +64,34 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
             else:
                 break
         depth = fits if fits is not None else 1
+    unfolded = None  # (the boxes before their numbered blocks fold: what a loop's iterations hold)
     if depth is not None:
-        boxed, picture = at(depth)
+        boxed, picture, unfolded = at(depth)
         if boxed:
             nodes, edges = picture
+        else:
+            unfolded = None
     if len(nodes) > budget and o.repeats and graph is not None and graph.source == "trace":
-        nodes, edges = fold_loops(graph, nodes, edges, budget=budget)
+        looped, before = fold_loops(graph, nodes, edges, budget=budget), (nodes, edges)
+        if len(looped[0]) > budget and unfolded is not None and len(unfolded[0]) != len(nodes):
+            # (a block folded inside each iteration, layers 1 and 2 of a stack run in every
+            # step, keeps the iterations from folding: the loop alone, if it draws fewer)
+            alone = fold_loops(graph, *unfolded, budget=budget)
+            if len(alone[0]) < len(looped[0]):
+                looped, before = alone, unfolded
+        nodes, edges = looped
+        if len(nodes) > o.max_nodes:
+            # (still too large: each long no_grad step, an optimizer's update, as one box, and the
+            # loop folded again, kept if it draws fewer)
+            steps = _step_boxes(*before, _fresh(graph))
+            if steps:
+                boxed = fold_loops(graph, *_collapse_scopes(*before, steps), budget=budget)
+                if len(boxed[0]) < len(nodes):
+                    nodes, edges = boxed
+    elif len(nodes) > o.max_nodes and graph is not None and graph.source == "trace":
+        steps = _step_boxes(nodes, edges, _fresh(graph))
+        if steps:
+            nodes, edges = _collapse_scopes(nodes, edges, steps)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
     if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source != "trace":
@@ -204,6 +226,69 @@ def _runs(box: dict[str, str], order: list[str], pairs: list[tuple[str, str]]) -
     return out
 
 
+#: A no_grad (or inference_mode) region of at least this many ops is drawn as one box in a
+#: picture above ``max_nodes`` (an optimizer's update: Adam runs about nine ops per parameter).
+STEP_BOX_OPS = 6
+_STEP = "\x04"  # (a box of one no_grad region's ops: its key is this and the region)
+
+
+def _step_boxes(nodes: list[Node], edges: list[Edge], fresh: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """node id -> box key for each no_grad or inference_mode region with ``STEP_BOX_OPS`` ops
+    or more: its ops, and the tensors made in it that only such steps use (an optimizer's
+    state, a version the step goes on changing) or nothing does.  Drawn beside the box, in the
+    region's frame: each parameter's last version (the update's result), what the program
+    uses elsewhere, and the named tensors the step made new that nothing uses (``fresh``: ids
+    of tensors not made by changing one in place; an evaluation's output under no_grad)."""
+    ops: dict[str, int] = {}
+    for n in nodes:
+        r = n.region
+        if r and n.kind != "tensor" and r.partition("#")[0] in _STEP_KINDS and not r.endswith(REENTRANT_TAG):
+            ops[r] = ops.get(r, 0) + 1
+    big = {r for r, k in ops.items() if k >= STEP_BOX_OPS}
+    if not big:
+        return {}
+    box = {n.id: f"{_STEP}{n.region}" for n in nodes if n.region in big and n.kind != "tensor" and not n.hl}
+    users: dict[str, list] = {}
+    for e in edges:
+        users.setdefault(e.src, []).append(e.dst)
+    for n in nodes:
+        if n.region not in big or n.kind != "tensor" or n.hl:
+            continue
+        key = f"{_STEP}{n.region}"
+        seen = [box.get(u) for u in users.get(n.id, ())]
+        if n.param:
+            inside = bool(seen) and all(b == key for b in seen)  # (AdamW's decayed weight, then updated)
+        else:
+            inside = None not in seen and (bool(seen) or not (n.named and n.id in fresh))
+        if inside:
+            box[n.id] = key
+    return box
+
+
+_STEP_KINDS = ("no_grad", "inference_mode")
+
+
+def _fresh(graph: Graph) -> set[str]:
+    """The ids of the tensors made new in a no_grad region (no version of one changed in place)."""
+    return {t.id for t in graph.tensors if t.region and not t.version}
+
+
+def _step_label(region: str, group: list[Node]) -> tuple[str, str]:
+    """The title and detail of a no_grad step's box: its region's kind and ops, by name."""
+    names: dict[str, int] = {}
+    for m in group:
+        if m.kind == "op":
+            name = (m.sig or "").partition(" / ")[0]
+            names[name] = names.get(name, 0) + 1
+    n_ops = sum(1 for m in group if m.kind != "tensor")
+    n_tensors = len(group) - n_ops
+    shown = [f"{k} ×{c}" if c > 1 else k for k, c in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
+    detail = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+    if n_tensors:
+        detail += f"; {plural(n_tensors, 'tensor')} inside"
+    return f"{region.partition('#')[0]} step: {plural(n_ops, 'op')}", detail
+
+
 def _count_after(nodes: list[Node], box: Mapping[str, str]) -> int:
     return sum(1 for n in nodes if n.id not in box) + len(set(box.values()))
 
@@ -220,7 +305,8 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
     box_ids: dict[str, str] = {}
     taken: set[str] = set()
     for b in members:  # distinct ids for distinct scopes ('a-b', 'a_b' and 'a+b' are three boxes)
-        base = ("side_" if _SIDE in b else "scope_") + "".join(c if c.isalnum() else "_" for c in b.replace(_SIDE, ""))[:60]
+        base = ("side_" if _SIDE in b else "step_" if b.startswith(_STEP) else "scope_") + "".join(
+            c if c.isalnum() else "_" for c in b.replace(_SIDE, "").replace(_STEP, ""))[:60]
         bid, k = base, 1
         while bid in taken:
             k += 1
@@ -253,8 +339,11 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
             detail += f"; autocast: {plural(n_low, 'op')} in {'/'.join(low)}"
         head, _, run = b.partition(_CALL_SEP)
         title, _, region = head.partition(_REGION_SEP)
-        path = title
-        if title.endswith(_SIDE):
+        path: str | None = title
+        if title.startswith(_STEP):  # (a no_grad step: no module)
+            region, path = title[1:], None
+            title, detail = _step_label(region, group)
+        elif title.endswith(_SIDE):
             path = title[:-1] + SIDE_PATH
             title = title[:-1] + ": needs no grad"
         if run:

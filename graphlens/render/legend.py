@@ -75,7 +75,8 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
             f'<TD ALIGN="LEFT">{"checkpointed: recomputed in backward" if kind == "checkpoint" else "made under " + esc(kind)}</TD></TR>'
         )
     if kinds & {"box", "chain"}:
-        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain"))
+        steps = any(n.kind == "box" and n.id.startswith("step_") for n in nodes)
+        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain" + (" / no_grad step" if steps else "")))
     if any(n.frozen for n in nodes):
         rows.append(
             f'<TR><TD STYLE="dashed" BGCOLOR="{FROZEN_FILL}" COLOR="{FROZEN_BORDER}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'

@@ -105,6 +105,8 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
                 break
         if period == 1 and words is _STRETCH_WORDS:  # (a snapshot's run of one op: a chain, drawn as one node
             return (start, repeats)  # by the chains' own step; the search goes on past it)
+        if words is _LOOP_WORDS:
+            start, repeats = _aligned(seq, start, period, repeats, minimum)
         stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
         return (found, period, stretches, *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, words))
 
@@ -132,6 +134,32 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
         for start, repeats in stretches:  # (taken: each item now stands for itself alone, matching nothing)
             seq[start:start + period * repeats] = [(None, k) for k in range(start, start + period * repeats)]
     return nodes, edges
+
+
+def _aligned(seq: list, start: int, period: int, repeats: int, minimum: int) -> tuple[int, int]:
+    """``(start, repeats)`` of a loop's stretch (items ``(line, op)``) moved so that each
+    iteration starts where the loop's body does: at the pattern's lowest line, where the lines
+    go back up to it (the jump back to the body's top).  The search finds the stretch that
+    covers most, which can start inside the body (a training loop whose first step differs:
+    the stretch starts at that step's optimizer update), and an iteration cut there splits the
+    body's ``no_grad`` step between two frames, where it matches no other.  Moved back when
+    the items before the stretch hold the body's start, else on (one repeat fewer, unless the
+    items after it complete the last); left where the lines tell nothing (one line each) or
+    too few repeats would be left."""
+    lines = [item[0] for item in seq[start:start + period]]
+    if None in lines:
+        return start, repeats
+    low = min(lines)
+    turn = next((k for k in range(period) if lines[k] == low and lines[k - 1] > low), 0)
+    if turn == 0:
+        return start, repeats
+    back = period - turn
+    if start >= back and seq[start - back:start] == seq[start + turn:start + period]:
+        return start - back, repeats
+    end = start + period * repeats
+    if seq[end:end + turn] == seq[start:start + turn]:
+        return start + turn, repeats
+    return (start + turn, repeats - 1) if repeats - 1 >= minimum else (start, repeats)
 
 
 def _occurrences(seq: list, pattern: list, minimum: int) -> list[tuple[int, int]]:
@@ -169,9 +197,11 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     Returns the picture and how many runs it folded."""
     iteration: dict[str, int] = {}
     bases: list[int] = []  # (each stretch's first iteration number: a gap between stretches keeps their runs apart)
+    before: list[int] = []  # (how many iterations of the same loop ran before each stretch)
     number = 0
     for start, repeats in stretches:
         bases.append(number)
+        before.append(_iterations_before(ops, start, period) if words is _LOOP_WORDS else 0)
         for k in range(period * repeats):
             iteration[ops[start + k].id] = number + k // period
         number += repeats + 1
@@ -207,12 +237,17 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     # several iterations have such (a batch the loop takes, each layer's own weight; in the
     # function view its AccumulateGrad too); where one alone has one (the loop's first input),
     # it stays outside, as what the loop starts from.
+    # So does each slice the loop steps through (``for x in xs``: one of the many outputs of an
+    # ``unbind`` or ``split`` made before the loop, each used by one iteration).
+    outputs: dict[str, int] = {}
+    for op in made_by.values():
+        outputs[op] = outputs.get(op, 0) + 1
     own: dict[str, int] = {}
     for t in graph.tensors:
-        if t.op is None and t.id in kept:
+        if (t.id in kept) if t.op is None else (outputs[t.op] > 1 and t.op not in iteration):
             users = {iteration.get(c) for c in consumers.get(t.id, ())}
-            if len(users) == 1 and None not in users:
-                own[t.id] = users.pop()
+            if users and None not in users and max(users) - min(users) <= 1:
+                own[t.id] = min(users)  # (or the next one too: the target also fed in next, teacher forcing)
     if len(set(own.values())) > 1:
         for op in graph.ops:
             if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
@@ -227,6 +262,8 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
             op = made_by.get(n.id)
             if op is not None:
                 i = iteration.get(op)
+                if i is None:
+                    i = own.get(n.id)
             elif n.id in kept:
                 i = own.get(n.id)
             else:  # (made by no recorded call, torch.randn(...) in the loop: the input of one iteration)
@@ -249,11 +286,34 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     what, many, one = words
     if words is _LOOP_WORDS and not where:
         where = " (one stretch)"
-    for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes)):
-        base = bases[bisect_right(bases, run[0]) - 1]  # (iterations counted from 1 in each stretch)
-        a, b = run[0] - base + 1, run[-1] - base + 1
+    # (an iteration drawn without an op, its ops inside a box that spans several, e.g. an
+    # optimizer's update drawn as one box: only the tensors it read are left, no loop body)
+    blocks = {i: b for i, b in blocks.items() if any(n.kind != "tensor" for n in b)}
+    slices = {t for t in own if made_by.get(t) is not None}
+    for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes), slices):
+        k = bisect_right(bases, run[0]) - 1  # (iterations counted from 1 in each loop)
+        a, b = run[0] - bases[k] + 1 + before[k], run[-1] - bases[k] + 1 + before[k]
         runs.append(([blocks[i] for i in run], f"{what}{where}, {many} {a} … {b}", f"{one} {a}"))
     return (*fold(nodes, edges, runs, number=folded + 1), len(runs))
+
+
+def _iterations_before(ops: list, start: int, period: int) -> int:
+    """How many iterations of a loop ran before its stretch at ``start`` (a first step that
+    differs: an optimizer making its state, an evaluation every tenth step): the times the
+    body's lowest line starts again in the ops right before it, back to one on a lower line
+    (what ran before the loop); 0 where the lines tell nothing."""
+    lines = [op.line for op in ops[start:start + period]]
+    if None in lines:
+        return 0
+    low = min(lines)
+    if low == max(lines):
+        return 0
+    count, k = 0, start
+    while k > 0 and ops[k - 1].line is not None and ops[k - 1].line >= low:
+        k -= 1
+        if ops[k].line == low and (k == 0 or ops[k - 1].line != low):
+            count += 1
+    return count
 
 
 def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[str, str]) -> dict[str, int]:

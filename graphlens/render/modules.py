@@ -160,10 +160,11 @@ def _region_sizes(nodes: list[Node]) -> dict[str, int]:
 
 
 def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[str, list[Edge]], minimum: int,
-                sizes: Mapping[str, int] | None = None) -> list[list[int]]:
+                sizes: Mapping[str, int] | None = None, loose: frozenset[str] | set[str] = frozenset()) -> list[list[int]]:
     """The runs of consecutive block numbers whose blocks are the same graph (``sizes``: the
-    nodes of each region in the picture, see :func:`_signature`)."""
-    sigs = {i: _signature(members, depth, internal, sizes) for i, members in blocks.items()}
+    nodes of each region in the picture; ``loose``: nodes whose name does not count, see
+    :func:`_signature`)."""
+    sigs = {i: _signature(members, depth, internal, sizes, loose) for i, members in blocks.items()}
     runs: list[list[int]] = []
     for i in sorted(blocks):
         if sigs[i] is None:
@@ -323,12 +324,14 @@ def _local_regions(members: list[Node], sizes: Mapping[str, int] | None) -> dict
     return local
 
 
-def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]], sizes: Mapping[str, int] | None = None):
+def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]], sizes: Mapping[str, int] | None = None,
+               loose: frozenset[str] | set[str] = frozenset()):
     """What makes two blocks the same graph: their nodes' kinds, sub-paths, ops and marks
     in order, and the edges between them; ``None`` for a block that cannot fold (a node
     highlighted or already drawn for a repeat).  A region that lies wholly inside the block
     (``sizes``: how many nodes each region of the picture holds) is compared by its kind
-    and place, not its number."""
+    and place, not its number; whether a node of ``loose`` is named does not count (the
+    slice a loop steps through: named by the loop's variable in its first and last step)."""
     pos = {n.id: i for i, n in enumerate(members)}
     local = _local_regions(members, sizes)
     items = []
@@ -340,7 +343,7 @@ def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge
         if n.kind == "box":
             items.append(("box", sub, n.content, n.rg, n.frozen, region))
         elif n.kind == "tensor":
-            items.append(("tensor", sub, n.param, n.rg, n.named, region))
+            items.append(("tensor", sub, n.param, n.rg, n.named and n.id not in loose, region))
         else:
             items.append((n.kind, sub, n.sig, region))
     links = sorted(
