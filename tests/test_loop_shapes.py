@@ -249,3 +249,25 @@ def test_replay_page_reads_the_modules_once(monkeypatch):
     texts = [rp.describe_module(ms) for ms in modules]
     assert len(modules) > 3 and all(texts)
     assert len(calls) == 1
+
+
+def test_parameters_before_the_first_update_stay_outside_the_loop():
+    """A loop whose every iteration makes its own input (a gradient penalty on a fresh batch)
+    and updates the parameters: the parameters as they were before the first update are what
+    the loop starts from, drawn outside its frame (they were drawn in the first iteration,
+    which then matched no other), so the frame starts at iteration 1."""
+    torch.manual_seed(0)
+    D = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(D.parameters(), lr=0.01)
+    with gl.trace(module=D) as tr:
+        for _ in range(8):
+            x = torch.randn(4, 2, requires_grad=True)
+            out = D(x)
+            (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+            loss = out.mean() + ((g.norm(dim=1) - 1) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    source = to_dot(tr.graph()).source
+    (frame,) = _frames(source)
+    assert re.search(r"iterations 1 … 7 ", frame)

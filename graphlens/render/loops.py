@@ -234,26 +234,28 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     roots = {t.id for t in graph.roots}  # (read once: a training loop has a root per step)
     kept = {t.id for t in graph.tensors if t.name is not None or t.is_parameter or t.id in roots}
     # A variable or parameter no op made that only one iteration uses goes with it where
-    # several iterations have such (a batch the loop takes, each layer's own weight; in the
-    # function view its AccumulateGrad too); where one alone has one (the loop's first input),
-    # it stays outside, as what the loop starts from.
-    # So does each slice the loop steps through (``for x in xs``: one of the many outputs of an
-    # ``unbind`` or ``split`` made before the loop, each used by one iteration).
+    # several iterations have such, alike (a batch the loop takes, each layer's own weight; in
+    # the function view its AccumulateGrad too); where one alone has one (the loop's first
+    # input, the parameters before the first update), it stays outside, as what the loop
+    # starts from.  So does each slice the loop steps through (``for x in xs``: one of the many
+    # outputs of an ``unbind`` or ``split`` made before the loop, each used by one iteration).
     outputs: dict[str, int] = {}
     for op in made_by.values():
         outputs[op] = outputs.get(op, 0) + 1
     own: dict[str, int] = {}
+    kinds: dict[tuple, set[int]] = {}  # (parameter or not, shape, dtype) -> the iterations with such
+    kind_of: dict[str, tuple] = {}
     for t in graph.tensors:
         if (t.id in kept) if t.op is None else (outputs[t.op] > 1 and t.op not in iteration):
             users = {iteration.get(c) for c in consumers.get(t.id, ())}
             if users and None not in users and max(users) - min(users) <= 1:
                 own[t.id] = min(users)  # (or the next one too: the target also fed in next, teacher forcing)
-    if len(set(own.values())) > 1:
-        for op in graph.ops:
-            if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
-                iteration[op.id] = own[op.variable]
-    else:
-        own = {}
+                kind_of[t.id] = (t.is_parameter, t.shape, t.dtype)
+                kinds.setdefault(kind_of[t.id], set()).add(own[t.id])
+    own = {t: i for t, i in own.items() if len(kinds[kind_of[t]]) > 1}
+    for op in graph.ops:
+        if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
+            iteration[op.id] = own[op.variable]
     between: dict[str, int] | None = None
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
