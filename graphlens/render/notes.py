@@ -38,7 +38,8 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
     node id -> lines; the order of declaration is where Graphviz starts placing them), tied
     to it by a dotted, arrowless edge and put in its rank (``tail``); further notes on the
     same node stack under the first one, each still tied to the node.  A note on a node that
-    was collapsed goes to the box or chain that holds it."""
+    was collapsed goes to the box or chain that holds it; one text on several nodes drawn as
+    one is written once, "(× N)"."""
     beside: dict[str, list[str]] = {}
     if not notes:
         return beside, []
@@ -59,8 +60,20 @@ def note_lines(notes: Mapping[str, tuple[str, ...]], nodes: list[Node], quote, p
     used = {prefix + n.id for n in nodes} | {prefix + m for n in nodes for m in n.members}  # (a JSON graph may call a tensor "note0")
     bottom = {n.id for n in nodes if getattr(n, "rank", None) == "max"}
     stacks: dict[str, list[str]] = {}  # drawn node -> its notes' ids, in order
+    # The same text on several nodes drawn as one (a hook registered in every step of a folded
+    # loop) is written once, with how many it stands for.
+    texts: dict[str, dict[str, int]] = {}
     for drawn, key in targets:
         for text in notes[key]:
+            seen = texts.setdefault(drawn, {})
+            seen[text] = seen.get(text, 0) + 1
+    for drawn, key in targets:
+        for text in notes[key]:
+            times = texts[drawn].pop(text, 0)
+            if not times:
+                continue
+            if times > 1:
+                text = f"{text} (× {times:,})"
             nid = f"{prefix}note{count}"
             while nid in used:
                 nid += "_"
