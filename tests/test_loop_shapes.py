@@ -294,3 +294,30 @@ def test_hook_in_every_step_is_one_note_on_the_folded_step():
     notes = re.findall(r'note\d+ \[label="([^"]*)"', large)
     assert len(notes) == 2  # (the loop's drawn step, and the last step's y: named, drawn apart)
     assert any("a gradient hook registered" in t and "(× 159)" in t for t in notes)
+
+
+def test_step_that_updates_many_parameters_holds_them():
+    """An optimizer step over a transformer's two dozen weights draws one box that holds each
+    weight's new version and the gradient it read (drawn beside it, they were 50 nodes a
+    step, and the loop's iterations were not joined through them): the training loop folds
+    to the same picture size at 6 and 10 steps (GPT-2 with AdamW, 6 steps: 262 nodes and a
+    10 s layout before; 91 nodes, 0.13 s)."""
+    def train(steps: int) -> str:
+        torch.manual_seed(0)
+        layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), torch.nn.Linear(8, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(2, 5, 8)
+        with gl.trace(module=model) as tr:
+            for _ in range(steps):
+                opt.zero_grad()
+                loss = model(x).pow(2).mean()
+                loss.backward()
+                opt.step()
+        return to_dot(tr.graph()).source
+
+    small, large = train(6), train(10)
+    assert _nodes(small) == _nodes(large) < 100
+    assert re.search(r"no_grad step: \d+ ops.*?; updates 26 parameters<", large)
+    (frame,) = _frames(large)
+    assert "iterations 2 … 9 " in frame

@@ -262,9 +262,27 @@ def _step_boxes(nodes: list[Node], edges: list[Edge], fresh: set[str] | frozense
             inside = None not in seen and (bool(seen) or not (n.named and n.id in fresh))
         if inside:
             box[n.id] = key
+    # A step that updates many parameters (a transformer's optimizer: one new version of each of
+    # its dozens of weights, and the gradient it read for each) holds them too, and says so.
+    around: dict[str, list[str]] = {}
+    for n in nodes:
+        if n.kind != "tensor" or n.hl or n.id in box:
+            continue
+        if n.region in big and n.param:
+            around.setdefault(f"{_STEP}{n.region}", []).append(n.id)
+        else:
+            seen = {box.get(u) for u in users.get(n.id, ())}
+            if len(seen) == 1 and None not in seen and n.region not in big:  # (only the step reads it: a .grad)
+                around.setdefault(seen.pop(), []).append(n.id)
+    for key, ids in around.items():
+        if len(ids) > STEP_BOX_AROUND:
+            box.update(dict.fromkeys(ids, key))
     return box
 
 
+#: A no_grad step box holds the parameters it updates and the gradients it reads when they are
+#: more than this many (else they are drawn beside it).
+STEP_BOX_AROUND = 12
 _STEP_KINDS = ("no_grad", "inference_mode")
 
 
@@ -273,19 +291,27 @@ def _fresh(graph: Graph) -> set[str]:
     return {t.id for t in graph.tensors if t.region and not t.version}
 
 
-def _step_label(region: str, group: list[Node]) -> tuple[str, str]:
-    """The title and detail of a no_grad step's box: its region's kind and ops, by name."""
+def _step_label(region: str, group: list[Node], edges: list[Edge]) -> tuple[str, str]:
+    """The title and detail of a no_grad step's box: its region's kind and ops, by name, and
+    how many parameters it updates (when it holds their new versions)."""
     names: dict[str, int] = {}
     for m in group:
         if m.kind == "op":
             name = (m.sig or "").partition(" / ")[0]
             names[name] = names.get(name, 0) + 1
     n_ops = sum(1 for m in group if m.kind != "tensor")
+    params = {m.id for m in group if m.kind == "tensor" and m.param and m.region == region}
+    if params:  # (a version the step goes on changing, AdamW's decayed weight, is not one more parameter)
+        ids = {m.id for m in group}
+        params -= {e.src for e in edges if e.src in params and e.dst in ids}
+    n_params = len(params)
     n_tensors = len(group) - n_ops
     shown = [f"{k} ×{c}" if c > 1 else k for k, c in sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))]
     detail = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
     if n_tensors:
         detail += f"; {plural(n_tensors, 'tensor')} inside"
+    if n_params:
+        detail += f"; updates {plural(n_params, 'parameter')}"
     return f"{region.partition('#')[0]} step: {plural(n_ops, 'op')}", detail
 
 
@@ -342,7 +368,7 @@ def _collapse_scopes(nodes: list[Node], edges: list[Edge], box: Mapping[str, str
         path: str | None = title
         if title.startswith(_STEP):  # (a no_grad step: no module)
             region, path = title[1:], None
-            title, detail = _step_label(region, group)
+            title, detail = _step_label(region, group, edges)
         elif title.endswith(_SIDE):
             path = title[:-1] + SIDE_PATH
             title = title[:-1] + ": needs no grad"

@@ -257,6 +257,7 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
         if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
             iteration[op.id] = own[op.variable]
     between: dict[str, int] | None = None
+    read = {t.id for t in graph.tensors if t.op is None and t.id not in kept and t.id not in own}
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
         i = iteration.get(n.id)
@@ -276,7 +277,8 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
                         between = _made_between(graph, iteration, made_by)
                     i = between.get(n.id)
         if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
-            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members}
+            # (an unnamed tensor no op made inside it is something it read: an optimizer step's .grad)
+            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read}
             i = seen.pop() if len(seen) == 1 else None
         if i is not None:
             blocks.setdefault(i, []).append(n)
