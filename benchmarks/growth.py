@@ -99,6 +99,42 @@ def _training_steps(steps: int) -> Any:
     return tr
 
 
+def _gan_steps(steps: int) -> Any:
+    """A GAN trained ``steps`` steps, two Adam optimizers (32 ops each a step under no_grad):
+    the loop folds and each update is one box (522 nodes and a 10 s layout before 2026-12-07,
+    fourth session)."""
+    torch.manual_seed(0)
+    G = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    D = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    real, ones, zeros = torch.randn(8, 2), torch.ones(8, 1), torch.zeros(8, 1)
+    with gl.trace() as tr:
+        for _ in range(steps):
+            fake = G(torch.randn(8, 2))
+            opt_d.zero_grad()
+            (bce(D(real), ones) + bce(D(fake.detach()), zeros)).backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            bce(D(fake), ones).backward()
+            opt_g.step()
+    return tr
+
+
+def _per_sample(n: int) -> Any:
+    """``for x, y in zip(xs, ys)``: a loss summed over ``n`` samples, each a slice of the data
+    (each slice drawn in its iteration since 2026-12-07, fourth session; outside it before)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    xs, ys = torch.randn(n, 3), torch.randn(n, 1)
+    with gl.trace(module=model) as tr:
+        loss = 0
+        for x, y in zip(xs, ys):
+            loss = loss + (model(x) - y).pow(2).sum()
+        loss.backward()
+    return tr
+
+
 def _wide_sum(n: int) -> Any:
     """``total = total + w * 2`` over ``n`` leaves made before the block (a folded loop whose
     drawn leaf stands for all of them: its replay page listed every leaf's gradient at each)."""
@@ -167,6 +203,9 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "to_dot (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).graph(), lambda g: to_dot(g).source),
         "replay page (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).replay(), lambda rp: rp.to_html()),
         "replay page (wide sum)": on_graph(lambda size: _wide_sum(size // 4).replay(), lambda rp: rp.to_html()),
+        "to_dot (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).graph(), lambda g: to_dot(g).source),
+        "replay page (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).replay(), lambda rp: rp.to_html()),
+        "to_dot (loop over slices)": on_graph(lambda size: _per_sample(size // 10).graph(), lambda g: to_dot(g).source),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
@@ -178,7 +217,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
     ``n / 10``, blocks of the training loop and its steps ``n / 40``, nested blocks ``n / 20``,
-    leaves of the wide sum ``n / 4``)."""
+    leaves of the wide sum ``n / 4``, the GAN's steps ``n / 100``, samples ``n / 10``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)
