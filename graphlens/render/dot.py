@@ -244,6 +244,27 @@ def _plain_id(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)
 
 
+def _nested(body: list[str], members: list[Node], level: int, cid: str, title: str, qid: Callable[[str], str],
+            own: Callable[[str], str]) -> None:
+    """Write ``members`` of a frame: each node whose ``inner`` frames go deeper than ``level``
+    inside a frame of its own (a no_grad step inside a folded loop's body, a loop folded inside
+    another's), in the order their first nodes come, each with its title above it."""
+    indent = "\t" * (level + 2)
+    nested: dict[str, list[Node]] = {}
+    for n in members:
+        if len(n.inner) > level:
+            nested.setdefault(n.inner[level], []).append(n)
+        else:
+            body.append(f"{indent}{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
+    for inner, within in nested.items():
+        inner_cid = f"{cid}__{_plain_id(inner)}"
+        inner_title = own(f"{title}__{_plain_id(inner)}")
+        body.extend(_frame_open(inner, inner_cid, inner_title, qid, indent))
+        _nested(body, within, level + 1, inner_cid, inner_title, qid, own)
+        body.append(f"{indent}\t{qid(inner_title)} -> {qid(within[0].id)}{attr_list(None, {'style': 'invis'})}\n")
+        body.append(f"{indent}}}\n")
+
+
 def _frame_open(region: str, cid: str, title: str, qid: Callable[[str], str], indent: str) -> list[str]:
     """The start of cluster ``cid``, which draws ``region``: a loop's frame or a dashed region, and
     its title, a node of its own above the region's first node, so that no edge is ever drawn
@@ -312,18 +333,7 @@ def emit(graph: Graph, nodes: list[Node], edges: list[Edge], o: Options, name: s
         clusters.add(cid)
         title = own(cid.removeprefix("cluster_" + prefix))
         body.extend(_frame_open(region, cid, title, qid, "\t"))
-        nested: dict[str, list[Node]] = {}
-        for n in members:
-            if n.inner:
-                nested.setdefault(n.inner, []).append(n)
-            else:
-                body.append(f"\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n")
-        for inner, within in nested.items():  # (a no_grad step inside a folded loop's body: a frame in the frame)
-            inner_title = own(f"{title}__{_plain_id(inner)}")
-            body.extend(_frame_open(inner, f"{cid}__{_plain_id(inner)}", inner_title, qid, "\t\t"))
-            body.extend(f"\t\t\t{qid(n.id)}{attr_list(n.label, n.attrs)}\n" for n in within)
-            body.append(f"\t\t\t{qid(inner_title)} -> {qid(within[0].id)}{attr_list(None, {'style': 'invis'})}\n")
-            body.append("\t\t}\n")
+        _nested(body, members, 0, cid, title, qid, own)
         for n in members:
             # Notes on the region's nodes are declared inside it: outside, they would all
             # go after the region in its rows, tied to their nodes by arcs across the others.

@@ -68,8 +68,8 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
         rows.append(f'<TR><TD><FONT COLOR="{RELEASED}"><I>grad</I></FONT></TD><TD ALIGN="LEFT">flowed, then released</TD></TR>')
     if any(e.kind == "detach" for e in edges):
         rows.append(f'<TR><TD><FONT COLOR="{DETACH}">- - -&gt;</FONT></TD><TD ALIGN="LEFT">detach(): no gradient path</TD></TR>')
-    regions = [n.inner or n.region for n in nodes]  # (a region drawn inside a folded loop's body: its own kind)
-    for kind in sorted({r.partition("#")[0] for r in regions if r and not r.startswith(REPEAT)}):
+    regions = [r for n in nodes if n.region for r in (n.region, *n.inner)]  # (a region drawn inside a folded loop's body: its own kind)
+    for kind in sorted({r.partition("#")[0] for r in regions if not r.startswith(REPEAT)}):
         rows.append(
             f'<TR><TD STYLE="dashed" COLOR="{REGION}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'
             f'<TD ALIGN="LEFT">{"checkpointed: recomputed in backward" if kind == "checkpoint" else "made under " + esc(kind)}</TD></TR>'

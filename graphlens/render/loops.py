@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from ..graph import Graph
-from .modules import _alike_runs, _internal, _region_sizes, fold
+from .modules import REPEAT, _alike_runs, _internal, _region_sizes, fold
 from .scene import Edge, Node
 
 __all__ = ["fold_loops", "fold_structure", "MAX_LOOPS"]
@@ -58,6 +58,7 @@ def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimu
 #: How a folded stretch is titled: what it is, and what its repeats are called.
 _LOOP_WORDS = ("a loop", "iterations", "iteration")
 _STRETCH_WORDS = ("a repeating stretch of the graph", "repeats", "repeat")
+_NESTING_WORDS = ("a repeating stretch with a loop inside", "runs", "run")
 
 
 def _down_heights(graph: Graph) -> dict[str, int]:
@@ -83,17 +84,28 @@ def _down_heights(graph: Graph) -> dict[str, int]:
 
 def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, seq: list, minimum: int,
                    budget: int | None, words: tuple[str, str, str]) -> tuple[list[Node], list[Edge]]:
-    """The search of :func:`fold_loops` on ``seq`` (what to compare of each of ``ops``, in order)."""
+    """The search of :func:`fold_loops` on ``seq`` (what to compare of each of ``ops``, in order).
+
+    A body that holds a loop of its own (a training loop's epochs, each running over the
+    batches; a loop that evaluates every tenth step) is folded first; the loop inside is then
+    looked for in what is drawn of it, and folds in a frame inside the body's frame."""
     folded = 0  # (the runs drawn so far: each run's frame is numbered on from them)
+    hidden: set = set()  # (the ops of the iterations folded into a body that holds a loop)
     below = None
     tried: dict = {}  # below -> attempt(below), until the sequence changes
+    made: list = []
 
-    def attempt(below: int | None) -> tuple | None:
+    def ends() -> set:  # (the ops that made a root a backward ran from, read once)
+        if not made:
+            made.append({t.op for t in graph.roots if t.op is not None})
+        return made[0]
+
+    def attempt(below: int | None) -> _Attempt | None:
         if below not in tried:
             tried[below] = _attempt(below)
         return tried[below]
 
-    def _attempt(below: int | None) -> tuple | None:
+    def _attempt(below: int | None) -> _Attempt | None:
         start, period, repeats = _periodic(seq, minimum, below)
         if repeats < minimum:
             return None
@@ -104,36 +116,78 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
                 period, repeats = q, repeats * (period // q)
                 break
         if period == 1 and words is _STRETCH_WORDS:  # (a snapshot's run of one op: a chain, drawn as one node
-            return (start, repeats)  # by the chains' own step; the search goes on past it)
+            return _Attempt(start, repeats)  # by the chains' own step; the search goes on past it)
+        said = words
+        nests = budget is not None and words is _LOOP_WORDS and period == found and _holds_loop(pattern, ops[start:start + period], minimum, ends())
         if words is _LOOP_WORDS:
             start, repeats = _aligned(seq, start, period, repeats, minimum)
+            if nests:  # (an outer loop, or a loop that does more every k-th step: the lines cannot tell)
+                said = _NESTING_WORDS
         stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
-        return (found, period, stretches, *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, words))
+        return _Attempt(start, repeats, found, period, stretches, nests,
+                        *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, said, hidden))
 
     for _ in range(MAX_LOOPS if budget is not None else 1):
         best = attempt(below)
         if best is None:
             break
-        if len(best) == 2:  # (a chain: taken out of the search)
-            seq[best[0]:best[0] + best[1]] = [(None, k) for k in range(best[0], best[0] + best[1])]
+        if best.found is None:  # (a chain: taken out of the search)
+            seq[best.start:best.start + best.repeats] = [(None, k) for k in range(best.start, best.start + best.repeats)]
             tried.clear()
             continue
-        if budget is not None and len(best[3]) > budget and best[0] > 2:
-            shorter = attempt(best[0])  # (a shorter loop inside: one step, where every tenth differs)
-            if shorter is not None and len(shorter) > 2 and shorter[5] and len(shorter[3]) < len(best[3]):
+        if budget is not None and len(best.nodes) > budget and best.found > 2 and not (best.nests and best.runs):
+            shorter = attempt(best.found)  # (a shorter loop inside: one step, where every tenth differs)
+            if shorter is not None and shorter.found is not None and shorter.runs and len(shorter.nodes) < len(best.nodes):
                 best = shorter
-        found, period, stretches, nodes, edges, runs = best
-        folded += runs
+        nodes, edges = best.nodes, best.edges
+        folded += best.runs
         if budget is None or len(nodes) <= budget:
             break
-        if not runs:  # (no two iterations alike: look for a shorter loop inside)
-            below = found
+        if not best.runs:  # (no two iterations alike: look for a shorter loop inside)
+            below = best.found
             continue
         below = None
         tried.clear()
-        for start, repeats in stretches:  # (taken: each item now stands for itself alone, matching nothing)
-            seq[start:start + period * repeats] = [(None, k) for k in range(start, start + period * repeats)]
+        period = best.period
+        # (taken: each item now stands for itself alone, matching nothing; where the body holds a
+        # loop, the iterations drawn stay, for the loop inside them to be found next)
+        for start in (best.away if best.nests else [s + k * period for s, r in best.stretches for k in range(r)]):
+            seq[start:start + period] = [(None, k) for k in range(start, start + period)]
+            if best.nests:
+                hidden.update(op.id for op in ops[start:start + period])
     return nodes, edges
+
+
+class _Attempt:
+    """One search's outcome: a loop's stretch (``start``, ``repeats``) and, unless it is a
+    snapshot's chain (``found`` None), the period found, the body's ``period``, every stretch
+    where it repeats, whether the body holds a loop of its own (``nests``), the picture folded,
+    how many runs folded and the first item of each iteration folded away (``away``)."""
+
+    __slots__ = ("start", "repeats", "found", "period", "stretches", "nests", "nodes", "edges", "runs", "away")
+
+    def __init__(self, start: int, repeats: int, found: int | None = None, period: int = 0, stretches: list | None = None,
+                 nests: bool = False, nodes: list | None = None, edges: list | None = None, runs: int = 0, away: list | None = None) -> None:
+        self.start, self.repeats, self.found, self.period, self.stretches = start, repeats, found, period, stretches or []
+        self.nests, self.nodes, self.edges, self.runs, self.away = nests, nodes or [], edges or [], runs, away or []
+
+
+def _holds_loop(pattern: list, body: list, minimum: int, ends: set) -> bool:
+    """Whether a loop's body (items ``(line, op)``, made by the ops ``body``) holds a loop of
+    its own: a pattern that repeats ``minimum`` times or more and makes up half the body or
+    more, written on several of the user's lines or running a backward in each repeat (each
+    makes a root, of ``ends``): a training loop's epochs, each over the batches; the steps
+    between two evaluations.  Not what one call repeats inside it (an optimizer's update,
+    parameter after parameter; the layers of a model), which is on one line and runs no
+    backward."""
+    if len(pattern) < 2 * minimum:
+        return False
+    start, period, repeats = _periodic(pattern, minimum)
+    if repeats < minimum or 2 * period * repeats < len(pattern):
+        return False
+    if len({item[0] for item in pattern[start:start + period]}) > 1:
+        return True
+    return all(any(op.id in ends for op in body[k:k + period]) for k in range(start, start + period * repeats, period))
 
 
 def _aligned(seq: list, start: int, period: int, repeats: int, minimum: int) -> tuple[int, int]:
@@ -191,17 +245,19 @@ def _occurrences(seq: list, pattern: list, minimum: int) -> list[tuple[int, int]
 
 
 def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, stretches: list[tuple[int, int]],
-                    period: int, minimum: int, folded: int, words: tuple[str, str, str] = _LOOP_WORDS) -> tuple[list[Node], list[Edge], int]:
+                    period: int, minimum: int, folded: int, words: tuple[str, str, str] = _LOOP_WORDS,
+                    hidden: set | frozenset = frozenset()) -> tuple[list[Node], list[Edge], int, list[int]]:
     """:func:`fold_loops` for the ``stretches`` (``(start, repeats)`` in the forward ``ops``) where
     one pattern of ``period`` ops repeats; the frames it draws are numbered from ``folded + 1``.
-    Returns the picture and how many runs it folded."""
+    ``hidden``: the ops of iterations folded before into a body that holds this loop.
+    Returns the picture, how many runs it folded and the first item of each iteration folded away."""
     iteration: dict[str, int] = {}
     bases: list[int] = []  # (each stretch's first iteration number: a gap between stretches keeps their runs apart)
-    before: list[int] = []  # (how many iterations of the same loop ran before each stretch)
+    # (how many iterations of the same loop ran before each stretch)
+    before = _iterations_before(ops, stretches, period) if words is _LOOP_WORDS else [0] * len(stretches)
     number = 0
     for start, repeats in stretches:
         bases.append(number)
-        before.append(_iterations_before(ops, start, period) if words is _LOOP_WORDS else 0)
         for k in range(period * repeats):
             iteration[ops[start + k].id] = number + k // period
         number += repeats + 1
@@ -247,7 +303,13 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     kind_of: dict[str, tuple] = {}
     for t in graph.tensors:
         if (t.id in kept) if t.op is None else (outputs[t.op] > 1 and t.op not in iteration):
-            users = {iteration.get(c) for c in consumers.get(t.id, ())}
+            users = {iteration.get(c) for c in consumers.get(t.id, ()) if c not in hidden}
+            if hidden and len(users) > 1 and None not in users:
+                # (a loop inside a body drawn for many: the batch each of its steps takes, in every
+                # run of the body, goes with that step where the body is drawn, its first stretch)
+                steps = {u - bases[bisect_right(bases, u) - 1] for u in users}
+                if max(steps) - min(steps) <= 1:
+                    users = {min(users), min(users) + max(steps) - min(steps)}
             if users and None not in users and max(users) - min(users) <= 1:
                 own[t.id] = min(users)  # (or the next one too: the target also fed in next, teacher forcing)
                 kind_of[t.id] = (t.is_parameter, t.shape, t.dtype)
@@ -257,6 +319,7 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
         if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
             iteration[op.id] = own[op.variable]
     between: dict[str, int] | None = None
+    ids = {op.id for op in graph.ops}.union(t.id for t in graph.tensors)
     read = {t.id for t in graph.tensors if t.op is None and t.id not in kept and t.id not in own}
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
@@ -278,7 +341,11 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
                     i = between.get(n.id)
         if i is None and n.kind in ("box", "chain"):  # one iteration's call of a submodule
             # (an unnamed tensor no op made inside it is something it read: an optimizer step's .grad)
-            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read}
+            # (a member that is no tensor or op of the graph, a submodule's box drawn inside a no_grad
+            # step's box, says nothing: its own members are the box's too)
+            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read and m in ids}
+            if n.region and n.region.startswith(REPEAT):  # (inside a body drawn for many: it stands for calls
+                seen.discard(None)  # of the iterations folded into it too, which are in no stretch now)
             i = seen.pop() if len(seen) == 1 else None
         if i is not None:
             blocks.setdefault(i, []).append(n)
@@ -288,36 +355,60 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     lines = sorted({op.line for op in ops[first:first + period] if op.line is not None})
     where = f" (line {lines[0]})" if len(lines) == 1 else f" (lines {lines[0]}–{lines[-1]})" if lines else ""
     what, many, one = words
-    if words is _LOOP_WORDS and not where:
+    if words is not _STRETCH_WORDS and not where:
         where = " (one stretch)"
     # (an iteration drawn without an op, its ops inside a box that spans several, e.g. an
     # optimizer's update drawn as one box: only the tensors it read are left, no loop body)
     blocks = {i: b for i, b in blocks.items() if any(n.kind != "tensor" for n in b)}
     slices = {t for t in own if made_by.get(t) is not None}
+    away = []  # (the first item of each iteration folded into another)
     for run in _alike_runs(blocks, 0, internal, minimum, _region_sizes(nodes), slices):
         k = bisect_right(bases, run[0]) - 1  # (iterations counted from 1 in each loop)
         a, b = run[0] - bases[k] + 1 + before[k], run[-1] - bases[k] + 1 + before[k]
         runs.append(([blocks[i] for i in run], f"{what}{where}, {many} {a} … {b}", f"{one} {a}"))
-    return (*fold(nodes, edges, runs, number=folded + 1), len(runs))
+        away.extend(stretches[k][0] + (i - bases[k]) * period for i in run[1:])
+    return (*fold(nodes, edges, runs, number=folded + 1), len(runs), away)
 
 
-def _iterations_before(ops: list, start: int, period: int) -> int:
-    """How many iterations of a loop ran before its stretch at ``start`` (a first step that
+def _iterations_before(ops: list, stretches: list[tuple[int, int]], period: int) -> list[int]:
+    """How many iterations of a loop ran before each of its ``stretches`` (a first step that
     differs: an optimizer making its state, an evaluation every tenth step): the times the
-    body's lowest line starts again in the ops right before it, back to one on a lower line
-    (what ran before the loop); 0 where the lines tell nothing."""
+    body starts again in the ops before it, back to one on a line above the body's (what ran
+    before the loop), counted in one pass.  A body written on several lines starts again
+    where its lowest line does; one on a single line, where its whole pattern comes again.
+    All 0 where the lines tell nothing."""
+    start = stretches[0][0]
     lines = [op.line for op in ops[start:start + period]]
     if None in lines:
-        return 0
+        return [0] * len(stretches)
     low = min(lines)
-    if low == max(lines):
-        return 0
-    count, k = 0, start
-    while k > 0 and ops[k - 1].line is not None and ops[k - 1].line >= low:
-        k -= 1
-        if ops[k].line == low and (k == 0 or ops[k - 1].line != low):
-            count += 1
-    return count
+    one = low == max(lines)
+    pattern = [op.forward for op in ops[start:start + period]]
+    out = []
+    count, k, previous = 0, 0, None
+    for start, repeats in stretches:
+        while k < start:
+            line = ops[k].line
+            if line is None or line < low:
+                count, previous = 0, line
+                k += 1
+            elif one:
+                if k + period <= start and line == low and [op.forward for op in ops[k:k + period]] == pattern:
+                    count += 1
+                    k += period
+                else:
+                    k += 1
+                previous = None
+            else:
+                if line == low and previous != low:
+                    count += 1
+                previous = line
+                k += 1
+        out.append(count)
+        count += repeats
+        k = start + period * repeats
+        previous = ops[k - 1].line
+    return out
 
 
 def _made_between(graph: Graph, iteration: Mapping[str, int], made_by: Mapping[str, str]) -> dict[str, int]:

@@ -156,7 +156,14 @@ def _region_sizes(nodes: list[Node]) -> dict[str, int]:
     for n in nodes:
         if n.region:
             sizes[n.region] = sizes.get(n.region, 0) + 1
+            for r in n.inner:
+                sizes[r] = sizes.get(r, 0) + 1
     return sizes
+
+
+def frames_of(n: Node) -> tuple[str, ...]:
+    """The frames ``n`` is drawn in, outermost first (its region, then the frames inside it)."""
+    return (n.region, *n.inner) if n.region else ()
 
 
 def _alike_runs(blocks: Mapping[int, list[Node]], depth: int, internal: Mapping[str, list[Edge]], minimum: int,
@@ -220,14 +227,24 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
     kept_region: dict[str, str] = {}
     relabel: dict[str, tuple[str, int, str]] = {}
     sizes = _region_sizes(nodes)
-    inner: set[str] = set()  # the kept nodes whose region is drawn inside their block's frame
+    placed: dict[str, tuple] = {}  # kept node -> (the frames around its run, its frames inside its block)
+    fed = {e.dst for e in edges}
     for count, (blocks, title, first_name) in enumerate(runs, number):
         first = blocks[0]
         single = len(first) == 1 and first[0].kind == "box"
         local = _local_regions(first, sizes)
-        if not single and any(b.region and b.region not in local for b in first):
-            continue  # (a frame of its own cannot sit inside a no_grad or checkpoint frame; one inside it can)
-        inner.update(b.id for b in first if b.region in local and not single)
+        if not single:
+            # (a frame of its own sits inside a loop's frame that holds every block of the run, not
+            # inside a no_grad or checkpoint frame; a frame inside the block sits inside it; a tensor
+            # fed by nothing drawn and in no frame, the batch a step takes, goes with its block)
+            outer = {frames_of(b)[:_outer_depth(b, here)]
+                     for block, here in zip(blocks, _each_local(blocks, local, sizes)) for b in block
+                     if b.region or b.kind != "tensor" or b.id in fed}
+            if len(outer) > 1 or any(not r.startswith(REPEAT) for r in next(iter(outer), ())):
+                continue
+            enclosing = next(iter(outer), ())
+            for b in first:
+                placed[b.id] = (enclosing, frames_of(b)[_outer_depth(b, local):])
         for i, block in enumerate(blocks):
             for a, b in zip(block, first):
                 block_of[a.id] = (count, i)
@@ -252,9 +269,11 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
         if n.id in stands_for:
             n.members = tuple(n.members) + tuple(stands_for[n.id])
         if n.id in kept_region:
-            if n.id in inner:  # (an optimizer's step under no_grad, in each step of a training loop)
-                n.inner = n.region
-            n.region = kept_region[n.id]
+            # (its block's frame inside the frames around the run; inside it, what lay inside the
+            # block: an optimizer's step under no_grad, in each step of a training loop)
+            enclosing, within = placed[n.id]
+            n.region, *rest = (*enclosing, kept_region[n.id], *within)
+            n.inner = tuple(rest)
         if n.id in relabel:
             title, times, first_name = relabel[n.id]
             n.label = n.label.replace(
@@ -316,12 +335,36 @@ def _local_regions(members: list[Node], sizes: Mapping[str, int] | None) -> dict
     for n in members:
         if n.region:
             here[n.region] = here.get(n.region, 0) + 1
+            for r in n.inner:
+                here[r] = here.get(r, 0) + 1
     local: dict[str, tuple] = {}
     for r, k in here.items():
         if k == sizes.get(r) and not r.startswith(REPEAT):
             kind, _, rest = r.partition("#")
             local[r] = (kind, rest.lstrip("0123456789"), len(local))
     return local
+
+
+def _each_local(blocks: list[list[Node]], first: dict[str, tuple], sizes: Mapping[str, int]):
+    """:func:`_local_regions` of each block (the first's is ``first``)."""
+    yield first
+    for block in blocks[1:]:
+        yield _local_regions(block, sizes)
+
+
+def _outer_depth(n: Node, local: Mapping[str, tuple]) -> int:
+    """How many of ``n``'s frames, outermost first, lie around its block (are not ``local``)."""
+    frames = frames_of(n)
+    k = 0
+    while k < len(frames) and frames[k] not in local:
+        k += 1
+    return k
+
+
+def _enclosing(n: Node, local: Mapping[str, tuple]) -> bool:
+    """Whether ``n``'s frames are frames around its block, then only frames inside it."""
+    frames = frames_of(n)
+    return all(r in local for r in frames[_outer_depth(n, local):])
 
 
 def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge]], sizes: Mapping[str, int] | None = None,
@@ -336,10 +379,16 @@ def _signature(members: list[Node], depth: int, internal: Mapping[str, list[Edge
     local = _local_regions(members, sizes)
     items = []
     for n in members:
-        if n.hl or (n.region or "").startswith(REPEAT):
+        if n.hl:
             return None
+        region = None
+        if n.region:
+            # (a frame that encloses the block, a loop's, is named as it is: blocks alike lie in the same one)
+            region = tuple([local.get(r, r) for r in frames_of(n)])
+            if any(type(r) is str and r.startswith(REPEAT) for r in region) and not _enclosing(n, local):
+                return None  # (drawn for a repeat already)
+            region = region[0] if len(region) == 1 else region
         sub = ".".join((n.scope or "").split(".")[depth:])
-        region = local.get(n.region, n.region) if n.region else None
         if n.kind == "box":
             items.append(("box", sub, n.content, n.rg, n.frozen, region))
         elif n.kind == "tensor":

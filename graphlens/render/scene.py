@@ -33,7 +33,7 @@ class Node:
         self._make = make
         self.attrs = attrs
         self.region = region
-        self.inner: str | None = None  # a region drawn inside ``region`` (a no_grad step inside a folded loop's body)
+        self.inner: tuple[str, ...] = ()  # frames drawn inside ``region``, outermost first (a no_grad step inside a folded loop's body)
         self.scope = scope
         self.sig = sig  # chain signature: op label, "" for a tensor a chain may pass through, None otherwise
         self.rank: str | None = None
