@@ -135,6 +135,24 @@ def _per_sample(n: int) -> Any:
     return tr
 
 
+def _epochs(n: int) -> Any:
+    """``n`` epochs over eight batches, each ending in an evaluation under no_grad (a loop inside a
+    loop: folded as a frame inside a frame since 2026-12-07, fifth session; a frame per epoch before)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(8)]
+    with gl.trace(module=model) as tr:
+        for _ in range(n):
+            for xb, yb in data:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(xb), yb).backward()
+                opt.step()
+            with torch.no_grad():
+                model(data[0][0])
+    return tr
+
+
 def _wide_sum(n: int) -> Any:
     """``total = total + w * 2`` over ``n`` leaves made before the block (a folded loop whose
     drawn leaf stands for all of them: its replay page listed every leaf's gradient at each)."""
@@ -206,6 +224,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "to_dot (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).graph(), lambda g: to_dot(g).source),
         "replay page (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).replay(), lambda rp: rp.to_html()),
         "to_dot (loop over slices)": on_graph(lambda size: _per_sample(size // 10).graph(), lambda g: to_dot(g).source),
+        "to_dot (epochs over batches)": on_graph(lambda size: _epochs(size // 100).graph(), lambda g: to_dot(g).source),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
@@ -217,7 +236,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
     ``n / 10``, blocks of the training loop and its steps ``n / 40``, nested blocks ``n / 20``,
-    leaves of the wide sum ``n / 4``, the GAN's steps ``n / 100``, samples ``n / 10``)."""
+    leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)
