@@ -189,3 +189,23 @@ def test_a_frame_in_a_frame_in_a_frame_lays_out(program):
     assert max(d for d, _ in _clusters(src)) == 3
     svg = layout(src, "svg", engine_binary=program).decode()
     assert "a repeating stretch with a loop inside" in svg and "no_grad" in svg
+
+
+@pytest.mark.parametrize("make", [lambda: _epochs(6), lambda: _adam_evaluating(30)], ids=["epochs", "adam evaluating"])
+def test_every_op_stands_in_one_drawn_node_after_nesting(make):
+    """Folding a loop inside a loop keeps every op of the unfolded drawing in exactly one drawn
+    node's members (what the replay page maps each engine step to)."""
+    from graphlens.render.draw import build_scene
+
+    def scene(g, **kw):
+        args = dict(view="data", direction="forward", legend=True, values=True, grads=True, saved=False, highlight=None,
+                    max_elements=4, precision=4, max_nodes=150, depth=None)
+        args.update(kw)
+        return build_scene(g, *args.values())[1]
+
+    g = make()
+    ops = {n.id for n in scene(g, depth=99, repeats=False) if n.kind == "op"}
+    nodes = scene(g)
+    assert any(n.inner and n.region.startswith("\x02") for n in nodes)  # (nested: a frame inside a loop's frame)
+    seen = [m for n in nodes for m in n.members if m in ops]
+    assert sorted(seen) == sorted(ops)
