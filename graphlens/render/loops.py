@@ -176,15 +176,17 @@ def _holds_loop(pattern: list, body: list, minimum: int, ends: set) -> bool:
     """Whether a loop's body (items ``(line, op)``, made by the ops ``body``) holds a loop of
     its own: a pattern that repeats ``minimum`` times or more and makes up half the body or
     more, written on several of the user's lines or running a backward in each repeat (each
-    makes a root, of ``ends``): a training loop's epochs, each over the batches; the steps
-    between two evaluations.  Not what one call repeats inside it (an optimizer's update,
-    parameter after parameter; the layers of a model), which is on one line and runs no
-    backward."""
+    makes a root, of ``ends``), not all under ``no_grad``: a training loop's epochs, each over
+    the batches; the steps between two evaluations.  Not what one call repeats inside it (an
+    optimizer's update, parameter after parameter; the layers of a model), which is on one line
+    and runs no backward."""
     if len(pattern) < 2 * minimum:
         return False
     start, period, repeats = _periodic(pattern, minimum)
     if repeats < minimum or 2 * period * repeats < len(pattern):
         return False
+    if all(op.region is not None for op in body[start:start + period]):
+        return False  # (all under no_grad: an optimizer's own loop over its parameters)
     if len({item[0] for item in pattern[start:start + period]}) > 1:
         return True
     return all(any(op.id in ends for op in body[k:k + period]) for k in range(start, start + period * repeats, period))
