@@ -135,11 +135,7 @@ def test_what_one_call_repeats_is_not_a_loop_inside():
     assert any(re.match(r"× \d+: a loop \(lines \d+–\d+\), iterations [12] … \d+", t) for t in titles)
 
 
-def test_accumulated_microbatches_fold_inside_each_update():
-    """Gradient accumulation (a backward for each micro-batch, an update every fourth) folds the
-    updates' stretch with the micro-batches inside it; a body written on one line is numbered
-    by its whole pattern coming again, so the last update's micro-batches are counted as the
-    loop ran them (17 to 19 of 20), not from 1."""
+def _accumulating() -> gl.Graph:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -152,11 +148,28 @@ def test_accumulated_microbatches_fold_inside_each_update():
             if (i + 1) % 4 == 0:
                 opt.step()
                 opt.zero_grad()
-    src = to_dot(tr.graph()).source
+    return tr.graph()
+
+
+def test_accumulated_microbatches_fold_inside_each_update():
+    """Gradient accumulation (a backward for each micro-batch, an update every fourth) folds the
+    updates' stretch with the micro-batches inside it; a body written on one line is numbered
+    by its whole pattern coming again, so the last update's micro-batches are counted as the
+    loop ran them (17 to 19 of 20), not from 1."""
+    src = to_dot(_accumulating()).source
     titles = _titles(src)
     assert any("a repeating stretch with a loop inside" in t for t in titles)
     numbers = [tuple(map(int, m)) for t in titles for m in re.findall(r"iterations (\d+) … (\d+)", t)]
     assert (1, 4) in numbers and (17, 19) in numbers
+
+
+@pytest.mark.parametrize("make", [lambda: _epochs(6), _accumulating], ids=["epochs", "accumulation"])
+def test_a_graph_read_back_from_json_draws_the_same_nesting(make):
+    """A traced graph written to JSON and read back draws byte for byte the same nested picture
+    (what tells a loop inside, the lines and the roots backward ran from, is in the JSON)."""
+    g = make()
+    src = to_dot(g).source
+    assert "loop inside" in src and to_dot(gl.Graph.from_json(g.to_json())).source == src
 
 
 def test_iterations_before_each_stretch_are_counted_in_one_pass():
