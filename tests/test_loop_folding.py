@@ -13,7 +13,7 @@ import torch
 import graphlens as gl
 from graphlens.render import to_dot
 from graphlens.render.output import layout
-from traced_loops import training_loop
+from traced_loops import training_loop, clusters as _clusters, node_count as _nodes
 
 
 def _logged_chain(steps: int):
@@ -28,23 +28,6 @@ def _logged_chain(steps: int):
         loss = y.sum()
         loss.backward()
     return tr.graph()
-
-
-def _clusters(source: str) -> list[tuple[int, str]]:
-    """``(depth, name)`` of each cluster of a DOT text, depth 1 for one at the top."""
-    out, depth = [], 0
-    for line in source.splitlines():
-        m = re.match(r"\s*subgraph (\S+) \{", line)
-        if m:
-            depth += 1
-            out.append((depth, m.group(1)))
-        elif line.strip() == "}":
-            depth -= 1
-    return out
-
-
-def _nodes(source: str) -> int:
-    return len(re.findall(r"^\s*\S+ \[label=", source, re.M))
 
 
 def test_training_loop_folds_with_its_optimizer_step():

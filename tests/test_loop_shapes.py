@@ -15,12 +15,9 @@ import graphlens as gl
 from graphlens.render import to_dot
 from graphlens.render.loops import _aligned
 from graphlens.render.output import layout
+from traced_loops import node_count as _nodes
 
 F = torch.nn.functional
-
-
-def _nodes(source: str) -> int:
-    return len(re.findall(r"^\s*\S+ \[label=", source, re.M))
 
 
 def _frames(source: str) -> list[str]:

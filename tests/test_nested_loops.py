@@ -18,29 +18,13 @@ from graphlens.render import to_dot
 from graphlens.render.loops import _iterations_before
 from graphlens.render.output import layout
 from graphlens.graph import OpNode
+from traced_loops import clusters as _clusters, node_count as _nodes
 
 F = torch.nn.functional
 
 
-def _nodes(source: str) -> int:
-    return len(re.findall(r"^\s*\S+ \[label=", source, re.M))
-
-
 def _titles(source: str) -> list[str]:
     return re.findall(r'label="(× \d+: [^"]*)"', source)
-
-
-def _clusters(source: str) -> list[tuple[int, str]]:
-    """``(depth, name)`` of each cluster of a DOT text, depth 1 for one at the top."""
-    out, depth = [], 0
-    for line in source.splitlines():
-        m = re.match(r"\s*subgraph (\S+) \{", line)
-        if m:
-            depth += 1
-            out.append((depth, m.group(1)))
-        elif line.strip() == "}":
-            depth -= 1
-    return out
 
 
 def _epochs(epochs: int, batches: int = 8) -> gl.Graph:

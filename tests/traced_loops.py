@@ -1,12 +1,14 @@
-"""Traced loops that several test modules draw: a training loop of a small MLP."""
+"""Traced loops that several test modules draw (a training loop of a small MLP), and the readers of their DOT text."""
 
 from __future__ import annotations
+
+import re
 
 import torch
 
 import graphlens as gl
 
-__all__ = ["training_loop"]
+__all__ = ["training_loop", "clusters", "node_count"]
 
 
 def training_loop(steps: int, opt_class=torch.optim.SGD) -> gl.Graph:
@@ -23,3 +25,21 @@ def training_loop(steps: int, opt_class=torch.optim.SGD) -> gl.Graph:
             loss.backward()
             opt.step()
     return tr.graph()
+
+
+def clusters(source: str) -> list[tuple[int, str]]:
+    """``(depth, name)`` of each cluster of a DOT text, depth 1 for one at the top."""
+    out, depth = [], 0
+    for line in source.splitlines():
+        m = re.match(r"\s*subgraph (\S+) \{", line)
+        if m:
+            depth += 1
+            out.append((depth, m.group(1)))
+        elif line.strip() == "}":
+            depth -= 1
+    return out
+
+
+def node_count(source: str) -> int:
+    """How many nodes a DOT text declares (frame titles and the legend included)."""
+    return len(re.findall(r"^\s*\S+ \[label=", source, re.M))

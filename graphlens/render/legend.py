@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..graph import Graph
 from .labels import esc, plural
-from .modules import REPEAT
+from .modules import REPEAT, frames_of
 from .scene import graph_buffers
 from .scene import Edge, Node, Options
 from .style import (
@@ -68,7 +68,7 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
         rows.append(f'<TR><TD><FONT COLOR="{RELEASED}"><I>grad</I></FONT></TD><TD ALIGN="LEFT">flowed, then released</TD></TR>')
     if any(e.kind == "detach" for e in edges):
         rows.append(f'<TR><TD><FONT COLOR="{DETACH}">- - -&gt;</FONT></TD><TD ALIGN="LEFT">detach(): no gradient path</TD></TR>')
-    regions = [r for n in nodes if n.region for r in (n.region, *n.inner)]  # (a region drawn inside a folded loop's body: its own kind)
+    regions = [r for n in nodes for r in frames_of(n)]  # (a region drawn inside a folded loop's body: its own kind)
     for kind in sorted({r.partition("#")[0] for r in regions if not r.startswith(REPEAT)}):
         rows.append(
             f'<TR><TD STYLE="dashed" COLOR="{REGION}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'

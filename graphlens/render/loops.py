@@ -321,7 +321,6 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
         if op.is_accumulate_grad and op.variable in own and op.id not in iteration:
             iteration[op.id] = own[op.variable]
     between: dict[str, int] | None = None
-    ids = {op.id for op in graph.ops}.union(t.id for t in graph.tensors)
     read = {t.id for t in graph.tensors if t.op is None and t.id not in kept and t.id not in own}
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
@@ -345,7 +344,7 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
             # (an unnamed tensor no op made inside it is something it read: an optimizer step's .grad)
             # (a member that is no tensor or op of the graph, a submodule's box drawn inside a no_grad
             # step's box, says nothing: its own members are the box's too)
-            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read and m in ids}
+            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read and m in graph}
             if n.region and n.region.startswith(REPEAT):  # (inside a body drawn for many: it stands for calls
                 seen.discard(None)  # of the iterations folded into it too, which are in no stretch now)
             i = seen.pop() if len(seen) == 1 else None

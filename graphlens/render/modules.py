@@ -154,10 +154,8 @@ def _region_sizes(nodes: list[Node]) -> dict[str, int]:
     """How many of ``nodes`` each region holds."""
     sizes: dict[str, int] = {}
     for n in nodes:
-        if n.region:
-            sizes[n.region] = sizes.get(n.region, 0) + 1
-            for r in n.inner:
-                sizes[r] = sizes.get(r, 0) + 1
+        for r in frames_of(n):
+            sizes[r] = sizes.get(r, 0) + 1
     return sizes
 
 
@@ -237,8 +235,8 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
             # (a frame of its own sits inside a loop's frame that holds every block of the run, not
             # inside a no_grad or checkpoint frame; a frame inside the block sits inside it; a tensor
             # fed by nothing drawn and in no frame, the batch a step takes, goes with its block)
-            outer = {frames_of(b)[:_outer_depth(b, here)]
-                     for block, here in zip(blocks, _each_local(blocks, local, sizes)) for b in block
+            locals_ = [local] + [_local_regions(block, sizes) for block in blocks[1:]]
+            outer = {frames_of(b)[:_outer_depth(b, here)] for block, here in zip(blocks, locals_) for b in block
                      if b.region or b.kind != "tensor" or b.id in fed}
             if len(outer) > 1 or any(not r.startswith(REPEAT) for r in next(iter(outer), ())):
                 continue
@@ -333,23 +331,14 @@ def _local_regions(members: list[Node], sizes: Mapping[str, int] | None) -> dict
         return {}
     here: dict[str, int] = {}
     for n in members:
-        if n.region:
-            here[n.region] = here.get(n.region, 0) + 1
-            for r in n.inner:
-                here[r] = here.get(r, 0) + 1
+        for r in frames_of(n):
+            here[r] = here.get(r, 0) + 1
     local: dict[str, tuple] = {}
     for r, k in here.items():
         if k == sizes.get(r) and not r.startswith(REPEAT):
             kind, _, rest = r.partition("#")
             local[r] = (kind, rest.lstrip("0123456789"), len(local))
     return local
-
-
-def _each_local(blocks: list[list[Node]], first: dict[str, tuple], sizes: Mapping[str, int]):
-    """:func:`_local_regions` of each block (the first's is ``first``)."""
-    yield first
-    for block in blocks[1:]:
-        yield _local_regions(block, sizes)
 
 
 def _outer_depth(n: Node, local: Mapping[str, tuple]) -> int:
