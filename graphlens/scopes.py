@@ -84,13 +84,21 @@ def infer_scopes(graph: Graph) -> Graph:
     for t in graph.tensors:
         if t.id not in scope and t.op in scope and not t.name:
             scope[t.id] = scope[t.op]
-    return Graph(
-        (t._replace(scope=scope.get(t.id)) for t in graph.tensors),
-        (op._replace(scope=scope.get(op.id)) for op in graph.ops),
+    get = scope.get
+    out = Graph(
+        (_scoped(t, get(t.id)) for t in graph.tensors),
+        (_scoped(op, get(op.id)) for op in graph.ops),
         graph.edges,
         (t.id for t in graph.roots),
         source=graph.source,
     )
+    out._adj = adjacency  # (the same ops, variables and edges: only scopes were given)
+    return out
+
+
+def _scoped(rec, scope: str | None):
+    """``rec`` (a TensorNode or OpNode) with ``scope`` (itself where that changes nothing)."""
+    return rec if scope is None and rec.scope is None else rec._replace(scope=scope)
 
 
 def _common_scope(scopes: Iterable[str]) -> str | None:

@@ -1,6 +1,6 @@
-"""The loop a trace saw run many times is found in its ops' sequence: numpy's comparisons (period
-by period, or all periods at once in a table) find the very stretch, period and repeats the plain
-item-by-item search finds."""
+"""The loop a trace saw run many times is found in its ops' sequence: numpy's comparisons (the
+matches of every period counted at once, or period by period, then only the periods that could
+still win searched) find the very stretch, period and repeats the plain item-by-item search finds."""
 
 from __future__ import annotations
 
@@ -57,21 +57,42 @@ def op_sequences(draw):
 @given(op_sequences())
 def test_the_loop_found_is_the_plain_searchs(case):
     """Start, period and repeats agree with the plain search (ties: the shorter period, then the
-    earlier stretch), whether the periods are compared all at once or one by one."""
+    earlier stretch), whether the matches are counted for all periods at once or one by one."""
     seq, minimum = case
     plain = _plain_periodic(seq, minimum)
     assert _periodic(seq, minimum) == plain
-    cells, loops._TABLE_CELLS = loops._TABLE_CELLS, 0
+    cells, loops._CHUNK_CELLS = loops._CHUNK_CELLS, 0
     try:
         assert _periodic(seq, minimum) == plain
     finally:
-        loops._TABLE_CELLS = cells
+        loops._CHUNK_CELLS = cells
 
 
 @pytest.mark.parametrize("cells", [0, 10**8])
 def test_a_long_program_is_searched_over_the_same_periods(cells, monkeypatch):
     """A sequence long enough to bound the periods tried (4 million comparisons) gives the plain search's answer."""
-    monkeypatch.setattr(loops, "_TABLE_CELLS", cells)
+    monkeypatch.setattr(loops, "_CHUNK_CELLS", cells)
     body = [(7, "linear"), (7, "tanh"), (8, "add")]
     seq = [(1, "randn")] + body * 1200 + [(12, "sum")]
     assert _periodic(seq, 3) == _plain_periodic(seq, 3) == (1, 3, 1200)
+
+
+@st.composite
+def noisy_sequences(draw):
+    """Sequences where many periods almost repeat (few symbols), so that the search's bound on
+    what a period could cover is often near what another covers: ties and near-ties."""
+    alphabet = st.sampled_from("ab" if draw(st.booleans()) else "abc")
+    seq = draw(st.lists(alphabet, max_size=60))
+    for _ in range(draw(st.integers(0, 3))):
+        body = draw(st.lists(alphabet, min_size=2, max_size=9))
+        at = draw(st.integers(0, len(seq)))
+        seq[at:at] = body * draw(st.integers(2, 6))
+    return seq, draw(st.integers(1, 4))
+
+
+@given(noisy_sequences())
+def test_near_ties_between_periods_resolve_as_the_plain_search(case):
+    """Where many periods cover nearly as much (two or three symbols), the periods left unsearched
+    could not have won: the answer is the plain search's, ties to the shorter period, then the earlier stretch."""
+    seq, minimum = case
+    assert _periodic(seq, minimum) == _plain_periodic(seq, minimum)

@@ -16,6 +16,7 @@ from ..scopes import infer_scopes
 from .chains import collapse_parts
 from .collapse import collapse
 from .dot import emit
+from .loops import fold_structure
 from .modules import hide_buffers
 from .notes import resolve_notes
 from .scene import DataParts, Options, data_parts, data_scene, function_scene, graph_buffers
@@ -129,8 +130,9 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         nodes, edges = collapse_parts(parts, o)
         if not (o.repeats and len(nodes) > o.max_nodes):
             return graph, nodes, edges, o, drawn_notes
-        # (still more than a picture holds: the whole scene, where a repeating stretch can fold)
-        folded = collapse(*_data_scene(graph, o), o, graph)
+        # (still more than a picture holds: a repeating stretch of what is drawn may fold, as
+        # collapse folds a snapshot's scene once its chains are drawn as one, which these are)
+        folded = fold_structure(graph, nodes, edges, budget=o.max_nodes)
         if len(folded[0]) < len(nodes):
             nodes, edges = folded
         return graph, nodes, edges, o, drawn_notes

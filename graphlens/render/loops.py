@@ -443,51 +443,53 @@ def _periodic(seq: list, minimum: int, below: int | None = None) -> tuple[int, i
     (1, 2, 3)
     """
     n = len(seq)
-    best = (0, 1, 0)
     longest = min(n // minimum, max(2, 4_000_000 // max(n, 1)))
     if below is not None:  # (only patterns shorter than ``below``)
         longest = min(longest, below - 1)
     if longest < 2:
-        return best
+        return (0, 1, 0)
     codes: dict = {}
     items = np.fromiter((codes.setdefault(x, len(codes)) for x in seq), dtype=np.int64, count=n)
-    if (longest - 1) * n <= _TABLE_CELLS:
-        return _periodic_table(items, minimum, longest)
-    for p in range(2, longest + 1):
+    # A stretch repeating a pattern of p items holds a run of places where an item equals the one p
+    # further on, at least (minimum - 1) * p long, and covers at most that run plus p items: a period
+    # whose places that match are fewer cannot give a stretch, and one whose matches plus p are
+    # fewer than the best stretch found cannot beat it.  The periods are searched from the most
+    # they could cover down, each period's runs found exactly, until none left can beat the best.
+    counts = _matches(items, longest)
+    periods = np.arange(2, longest + 1)
+    bound = np.where(counts >= (minimum - 1) * periods, counts + periods, 0)
+    best = (0, 1, 0)
+    cover = 0
+    for r in np.lexsort((periods, -bound)):  # (the most first; the shorter period first on ties)
+        most, p = int(bound[r]), int(periods[r])
+        if most <= 0 or most < cover or (most == cover and p > best[1]):
+            break  # (none after it can beat, or tie with a shorter period)
         m = n - p
         # the runs of items equal to the one p further on: between the places where they differ
-        bounds = np.concatenate(([-1], np.flatnonzero(items[:m] != items[p:]), [m]))
-        runs = np.diff(bounds) - 1
+        ends = np.concatenate(([-1], np.flatnonzero(items[:m] != items[p:]), [m]))
+        runs = np.diff(ends) - 1
         repeats = (runs + p) // p
-        cover = np.where(repeats >= minimum, repeats * p, 0)
-        k = int(np.argmax(cover))  # (the first of the best)
-        if cover[k] > best[1] * best[2]:
-            best = (int(bounds[k]) + 1, p, int(repeats[k]))
+        covers = np.where(repeats >= minimum, repeats * p, 0)
+        k = int(np.argmax(covers))  # (the first of the best)
+        c = int(covers[k])
+        if c > cover or (c == cover and c > 0 and p < best[1]):
+            best, cover = (int(ends[k]) + 1, p, int(repeats[k])), c
     return best
 
 
-#: Up to this many (period, item) pairs, :func:`_periodic` compares every period at once (above,
-#: the table's memory traffic costs more than a numpy pass per period: 15 ms against 5.6 at 1,206 items).
-_TABLE_CELLS = 60_000
+#: At most this many (period, place) comparisons are made by one numpy call in :func:`_matches`.
+_CHUNK_CELLS = 1_000_000
 
 
-def _periodic_table(items: np.ndarray, minimum: int, longest: int) -> tuple[int, int, int]:
-    """:func:`_periodic`'s answer with every period from 2 to ``longest`` compared at once: one
-    row per period, the runs of items equal to the one a period further on ending at each
-    place an item differs (or at the row's end), the first best run of the first best row."""
+def _matches(items: np.ndarray, longest: int) -> np.ndarray:
+    """For each period p from 2 to ``longest``, how many places i hold the item at i + p."""
     n = len(items)
-    periods = np.arange(2, longest + 1)[:, None]
-    places = np.arange(n - 1)[None, :]  # (the places a row compares, and its end: n - p)
-    ahead = places + periods
-    inside = ahead < n
-    ends = ~inside | (items[places] != items[np.minimum(ahead, n - 1)])  # (where a run ends)
-    last = np.maximum.accumulate(np.where(ends, places, -1), axis=1)
-    before = np.concatenate([np.full((len(periods), 1), -1), last[:, :-1]], axis=1)  # (the end before each place)
-    repeats = (places - before - 1 + periods) // periods
-    cover = np.where(ends & (places <= n - periods) & (repeats >= minimum), repeats * periods, 0)
-    k = cover.argmax(axis=1)
-    rows = cover[np.arange(len(periods)), k]
-    r = int(rows.argmax())
-    if rows[r] <= 0:
-        return (0, 1, 0)
-    return (int(before[r, k[r]]) + 1, int(periods[r, 0]), int(repeats[r, k[r]]))
+    m = n - 1  # (the places compared: row p's places from n - p on meet the padding, which matches nothing)
+    padded = np.concatenate((items, np.full(longest + 1, -1, dtype=items.dtype)))
+    counts = np.empty(longest - 1, dtype=np.int64)
+    rows = max(1, _CHUNK_CELLS // max(m, 1))
+    for a in range(2, longest + 1, rows):
+        b = min(longest + 1, a + rows)
+        window = np.lib.stride_tricks.sliding_window_view(padded[a:b - 1 + m], m)
+        counts[a - 2:b - 2] = np.count_nonzero(window == items[:m], axis=1)
+    return counts
