@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import partial
-from itertools import compress, filterfalse, repeat
+from itertools import accumulate, compress, islice, repeat, takewhile
 from operator import is_, itemgetter, ne, not_
 from typing import Callable, Iterable, Mapping
 
@@ -14,7 +14,7 @@ from ..graph import OpNode
 from .scene import DataParts, Edge, Node, Options, _positions, data_edges, data_nodes, op_node
 from .style import BOX_BORDER, BOX_FILL, MIN_CHAIN
 
-__all__ = ["periodic_segment", "find_chains", "chain_node", "collapse_chains", "collapse_parts"]
+__all__ = ["periodic_segment", "find_chains", "chain_node", "collapse_chains", "collapse_parts", "collapse_fans"]
 
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
@@ -44,17 +44,12 @@ def periodic_segment(sigs: list[str], max_period: int = 4) -> tuple[int, int, in
     return best
 
 
-def _walk(nid: str, step: Mapping[str, str], simple: set, visited: set, stop: str) -> list[str]:
-    """The simple, unvisited nodes met going from ``nid`` along ``step`` (``pred`` or
-    ``succ``), up to ``stop`` (where a loop closes), ``nid`` left out."""
-    out: list[str] = []
-    cur = nid
-    while True:
-        nxt = step[cur]
-        if nxt in visited or nxt not in simple or nxt == stop:
-            return out
-        out.append(nxt)
-        cur = nxt
+def _walk(nid: str, step: Mapping[str, str], live: set) -> list[str]:
+    """The nodes of ``live`` met going from ``nid`` along ``step`` (``pred`` or ``succ``, a
+    dict), up to the first one not in it, ``nid`` left out.  Stepped at C speed: each step is
+    ``step.get(node, None)`` made by ``accumulate``, the walk ends where ``takewhile`` meets a
+    node not in ``live`` (or None, where no step goes on)."""
+    return list(takewhile(live.__contains__, islice(accumulate(repeat(None), step.get, initial=nid), 1, None)))
 
 
 def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set, pred: Mapping[str, str], succ: Mapping[str, str],
@@ -65,14 +60,17 @@ def find_chains(starts: Iterable[str], is_op: Callable[[str], bool], simple: set
     nodes through it, cut to the stretch that repeats one pattern at least ``MIN_CHAIN``
     times.  ``sigs_of`` gives the op texts of a list of op ids.  ``through``, when given,
     holds every non-op that ``simple`` holds (the tensors a chain may pass through)."""
-    visited: set[str] = set()
+    live = set(simple)  # (the simple nodes no run has taken yet)
     runs = []
-    for nid in filterfalse(visited.__contains__, starts):  # (checked as each is taken)
-        run = _walk(nid, pred, simple, visited, nid)
+    for nid in filter(live.__contains__, starts):  # (checked as each is taken)
+        live.discard(nid)
+        run = _walk(nid, pred, live)
+        live.difference_update(run)  # (where the run closes a loop, the walk on meets none of it)
+        after = _walk(nid, succ, live)
+        live.difference_update(after)
         run.reverse()
         run.append(nid)
-        run += _walk(nid, succ, simple, visited, run[0])
-        visited.update(run)
+        run += after
         if through is not None and through.isdisjoint(run):
             op_pos: list[int] | range = range(len(run))
             sigs = sigs_of(run)
@@ -149,6 +147,74 @@ def collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], l
         elif n.id not in alias:
             out.append(n)
     return out, remap_edges(edges, alias)
+
+
+def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
+    """Replace each set of at least ``MIN_CHAIN`` alike strands side by side by a single node.
+    A strand is a run of nodes each with one way in and one way out, nothing marked (what a
+    chain is made of), holding an op; strands are alike when they run from the same node to
+    the same node through the same op texts: ``torch.stack([x * w for w in ws])``'s products,
+    one per item, each reading ``x`` and feeding the stack.  The node drawn says how many, and
+    stands for every member (``members``); the edges into and out of the strands are drawn
+    once."""
+    one, pred, succ = _links([e.src for e in edges], [e.dst for e in edges])
+    plain = {(e.src, e.dst) for e in edges if e.kind == "flow"}
+    simple = {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
+    by_id = {n.id: n for n in nodes}
+    groups: dict[tuple, list[list[str]]] = {}
+    for n in nodes:
+        if n.id not in simple or pred[n.id] in simple:  # (a strand starts where its way in is not part of one)
+            continue
+        strand = [n.id]
+        while succ[strand[-1]] in simple and len(strand) <= len(simple):
+            strand.append(succ[strand[-1]])
+        first, last = pred[n.id], succ[strand[-1]]
+        ends = [first, *strand, last]
+        if not all(pair in plain for pair in zip(ends, ends[1:])):  # (a detach on the way: drawn as it is)
+            continue
+        sigs = tuple(by_id[i].sig for i in strand)
+        if not any(sigs):  # (tensors alone: no op to say what the strands do)
+            continue
+        groups.setdefault((first, last, sigs, n.scope), []).append(strand)
+    alias: dict[str, str] = {}
+    new_nodes: dict[str, Node] = {}
+    for (_, _, sigs, _), strands in groups.items():
+        if len(strands) < MIN_CHAIN:
+            continue
+        members = [m for strand in strands for m in strand]
+        node = _fan_node(by_id[next(i for i in strands[0] if by_id[i].sig)], [s for s in sigs if s], len(strands), members)
+        new_nodes[strands[0][0]] = node
+        for m in members:
+            alias[m] = node.id
+    if not alias:
+        return nodes, edges
+    out = []
+    for n in nodes:
+        if n.id in new_nodes:
+            out.append(new_nodes[n.id])
+        elif n.id not in alias:
+            out.append(n)
+    return out, remap_edges(edges, alias)
+
+
+def _fan_node(first: Node, pattern: list[str], count: int, members: list[str]) -> Node:
+    """The node drawn for ``count`` alike strands side by side, each doing ``pattern`` (op texts)."""
+    if len(pattern) == 1:
+        head = f"{esc(pattern[0])} <B>×{count:,}</B>"
+        detail = f"{count:,} alike ops side by side"
+    else:
+        head = f"({esc(', '.join(pattern))}) <B>×{count:,}</B>"
+        detail = f"{count:,} alike strands side by side, {len(pattern)} ops each"
+    label = (
+        f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
+        f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
+    )
+    attrs = dict(first.attrs)
+    attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
+    attrs.pop("tooltip", None)
+    node = Node("fan_" + first.id, "chain", label, attrs, scope=first.scope)
+    node.members = tuple(members)
+    return node
 
 
 def collapse_parts(parts: DataParts, o: Options) -> tuple[list[Node], list[Edge]]:

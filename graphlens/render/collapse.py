@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .labels import esc, plural
-from .chains import collapse_chains, periodic_segment
+from .chains import collapse_chains, collapse_fans, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import REENTRANT_TAG, Graph
 from .loops import fold_loops, fold_structure
@@ -98,6 +98,8 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         # (a snapshot's repeating stretches, found by the graph alone, once chains are drawn as one;
         # like the chains, only above max_nodes: a picture that fits is drawn as it is)
         nodes, edges = fold_structure(graph, nodes, edges, budget=o.max_nodes)
+    if len(nodes) > o.max_nodes:
+        nodes, edges = collapse_fans(nodes, edges)
     return nodes, edges
 
 

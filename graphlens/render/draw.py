@@ -13,7 +13,7 @@ from .._util import paused_gc
 from ..graph import Graph, OpNode, TensorNode
 from ..values import PRECISION
 from ..scopes import infer_scopes
-from .chains import collapse_parts
+from .chains import collapse_fans, collapse_parts
 from .collapse import collapse
 from .dot import emit
 from .loops import fold_structure
@@ -128,13 +128,14 @@ def build_scene(graph, view, direction, legend, values, grads, saved, highlight,
         if not o.buffers:
             parts = _without_buffers(graph, parts)
         nodes, edges = collapse_parts(parts, o)
-        if not (o.repeats and len(nodes) > o.max_nodes):
-            return graph, nodes, edges, o, drawn_notes
-        # (still more than a picture holds: a repeating stretch of what is drawn may fold, as
-        # collapse folds a snapshot's scene once its chains are drawn as one, which these are)
-        folded = fold_structure(graph, nodes, edges, budget=o.max_nodes)
-        if len(folded[0]) < len(nodes):
-            nodes, edges = folded
+        if o.repeats and len(nodes) > o.max_nodes:
+            # (still more than a picture holds: a repeating stretch of what is drawn may fold, as
+            # collapse folds a snapshot's scene once its chains are drawn as one, which these are)
+            folded = fold_structure(graph, nodes, edges, budget=o.max_nodes)
+            if len(folded[0]) < len(nodes):
+                nodes, edges = folded
+        if len(nodes) > o.max_nodes:  # (alike strands side by side, as collapse draws them last)
+            nodes, edges = collapse_fans(nodes, edges)
         return graph, nodes, edges, o, drawn_notes
     if o.view == "data":
         nodes, edges = _data_scene(graph, o)

@@ -76,7 +76,9 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
         )
     if kinds & {"box", "chain"}:
         steps = any(n.kind == "box" and n.id.startswith("step_") for n in nodes)
-        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain" + (" / no_grad step" if steps else "")))
+        fans = any(n.kind == "chain" and n.id.startswith("fan_") for n in nodes)
+        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain" + (" / no_grad step" if steps else "")
+                           + (" / alike ops side by side" if fans else "")))
     if any(n.frozen for n in nodes):
         rows.append(
             f'<TR><TD STYLE="dashed" BGCOLOR="{FROZEN_FILL}" COLOR="{FROZEN_BORDER}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'

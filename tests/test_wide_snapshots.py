@@ -1,0 +1,111 @@
+"""A snapshot of a wide program (a sum over many terms, a stack of many products, a gradient
+taken with ``create_graph``) is drawn folded where its picture would not fit: a repeating
+stretch found in the order of each node's way up from the root, alike ops side by side as one
+node; a picture that fits is drawn as it is."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+import graphlens as gl
+from graphlens.render import to_dot
+from graphlens.render.draw import build_scene
+from graphlens.render.style import MAX_NODES
+
+from traced_loops import node_count
+
+
+def _sum_of_terms(n: int) -> gl.Graph:
+    ws = [torch.randn(3, requires_grad=True) for _ in range(n)]
+    x = torch.randn(3)
+    total = sum(w * x for w in ws).sum()
+    return gl.snapshot(total)
+
+
+def _stack_of_products(n: int) -> gl.Graph:
+    x = torch.randn(3, requires_grad=True)
+    loss = torch.stack([x * float(i) for i in range(n)]).sum()
+    return gl.snapshot(loss)
+
+
+def _double_backward(n: int) -> gl.Graph:
+    x = torch.randn(3, requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = torch.sin(y) * 1.01
+    (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    return gl.snapshot(g.pow(2).sum())
+
+
+def test_a_sum_over_many_terms_folds_into_one_stretch():
+    """``sum(w * x for w in ws)`` over 300 leaves (903 nodes flat, more than Graphviz lays out in
+    10 s) is one stretch drawn once: a leaf, its product and the add, "× 300", in a handful of nodes."""
+    source = to_dot(_sum_of_terms(300)).source
+    assert node_count(source) < 15
+    assert "× 300: a repeating stretch of the graph, repeats 1 … 300" in source
+    assert source.count("MulBackward0") == 1 and source.count("AddBackward0") == 1
+
+
+def test_the_folded_sum_grows_with_nothing():
+    """The same program at 150 and 300 terms draws the same nodes, only the count differs."""
+    a, b = to_dot(_sum_of_terms(150)).source, to_dot(_sum_of_terms(300)).source
+    assert node_count(a) == node_count(b)
+    assert "× 150:" in a and "× 300:" in b
+
+
+def test_alike_products_side_by_side_are_one_node():
+    """``torch.stack([x * i for i in range(500)])`` draws the 500 products as one node that says
+    how many, with one edge from ``x`` into it and one out of it into the stack."""
+    g = _stack_of_products(500)
+    _, nodes, edges, _, _ = build_scene(g, "data", "forward", True, True, True, False, None, 16, 4, MAX_NODES, None)
+    (fan,) = [n for n in nodes if n.id.startswith("fan_")]
+    muls = {op.id for op in g.ops if op.name == "MulBackward0"}
+    assert len(muls) == 500 and set(fan.members) == muls
+    assert "MulBackward0 <B>×500</B>" in fan.label and "500 alike ops side by side" in fan.label
+    (x,) = [t.id for t in g.leaves]
+    stack = next(op.id for op in g.ops if op.name == "StackBackward0")
+    assert [(e.src, e.dst) for e in edges if fan.id in (e.src, e.dst)] == [(x, fan.id), (fan.id, stack)]
+    assert len(nodes) < 10
+    assert "alike ops side by side" in to_dot(g).source  # (the legend says what the node is)
+
+
+def test_a_picture_that_fits_is_not_folded_side_by_side():
+    """Below ``max_nodes`` the products are drawn one by one, as before; above a smaller
+    ``max_nodes`` the same picture folds them."""
+    g = _stack_of_products(40)
+    assert to_dot(g).source.count("MulBackward0") == 40
+    assert "×40" in to_dot(g, max_nodes=20).source
+
+
+def test_strands_from_different_inputs_are_not_alike():
+    """Products of different leaves (each strand starts at its own ``w``) are not one fan: a
+    fan stands only for strands that run between the same two nodes."""
+    ws = [torch.randn(2, requires_grad=True) for _ in range(200)]
+    g = gl.snapshot(torch.stack([w * 2.0 for w in ws]).sum())
+    assert "alike ops side by side" not in to_dot(g).source
+
+
+def test_a_marked_node_stays_out_of_a_fan():
+    """A highlighted product is drawn on its own; the others still fold."""
+    g = _stack_of_products(300)
+    one = next(op.id for op in g.ops if op.name == "MulBackward0")
+    source = to_dot(g, highlight={one}).source
+    assert re.search(rf"^\s*{one} \[", source, re.M)
+    assert "×299" in source
+
+
+def test_a_gradient_taken_with_create_graph_folds_both_chains():
+    """The graph of a gradient of a 150-step chain (312 nodes flat, more than Graphviz lays out in
+    10 s) draws the forward steps and their derivatives each once: two stretches, within max_nodes."""
+    source = to_dot(_double_backward(150)).source
+    assert node_count(source) < 30
+    assert len(re.findall(r"× 14\d: a repeating stretch of the graph", source)) == 2
+
+
+def test_a_wide_picture_is_the_same_from_json_read_back():
+    """The folds read the graph alone: a snapshot written to JSON and read back draws the same bytes."""
+    for g in (_sum_of_terms(200), _stack_of_products(300)):
+        again = gl.Graph.from_json(g.to_json())
+        assert to_dot(again).source == to_dot(g).source
