@@ -166,6 +166,43 @@ def _wide_sum(n: int) -> Any:
     return tr
 
 
+def _sum_snapshot(n: int) -> gl.Graph:
+    """A snapshot of ``sum(w * x for w in ws)`` over ``n`` leaves (a stretch found in the order
+    of each node's way up from the root)."""
+    torch.manual_seed(0)
+    ws = [torch.randn(3, requires_grad=True) for _ in range(n)]
+    x = torch.randn(3)
+    return gl.snapshot(sum(w * x for w in ws).sum())
+
+
+class _TanhNet(torch.nn.Module):
+    """A model written in the program's own file: ``tanh`` and ``sigmoid`` in its ``forward``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc2(torch.tanh(self.fc1(x))))
+
+
+def _own_model_steps(steps: int) -> Any:
+    """``steps`` SGD steps of :class:`_TanhNet` over batches (calls that keep a line of their own
+    in its ``forward``, found at the block's line that called the model)."""
+    torch.manual_seed(0)
+    net = _TanhNet()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    xs, ys = torch.randn(steps, 8, 4), torch.rand(steps, 8, 1)
+    with gl.trace() as tr:
+        for x, y in zip(xs, ys):
+            opt.zero_grad()
+            loss = torch.nn.functional.binary_cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+    return tr
+
+
 def _without_collector(f: Callable[[int], Any], size: int) -> Any:
     was = gc.isenabled()
     gc.disable()
@@ -225,6 +262,8 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "replay page (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).replay(), lambda rp: rp.to_html()),
         "to_dot (loop over slices)": on_graph(lambda size: _per_sample(size // 10).graph(), lambda g: to_dot(g).source),
         "to_dot (epochs over batches)": on_graph(lambda size: _epochs(size // 100).graph(), lambda g: to_dot(g).source),
+        "to_dot (sum of terms, snapshot)": on_graph(lambda size: _sum_snapshot(size // 10), lambda g: to_dot(g).source),
+        "to_dot (own model, steps)": on_graph(lambda size: _own_model_steps(size // 40).graph(), lambda g: to_dot(g).source),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
@@ -236,7 +275,8 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
     ``n / 10``, blocks of the training loop and its steps ``n / 40``, nested blocks ``n / 20``,
-    leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``)."""
+    leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``,
+    the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)

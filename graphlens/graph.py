@@ -9,6 +9,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from ._json_v1 import V1_SAVED, V1_TEXTS, tensor_v1
 from ._util import paused_gc
+from .adjacency import Adjacency, build_adjacency
 from .values import (
     COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE, SUMMARIES,
     SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
@@ -104,7 +105,10 @@ class OpNode(NamedTuple):
     (``"float16"``, ``"bfloat16"``) when the call ran under autocast and made a result of it.
     ``written``, for a traced assignment into a tensor (``z[0] = v``, ``z[mask] = v``), is the
     flat (row-major) positions of that tensor the assignment wrote, when the trace could tell
-    (``None`` otherwise).
+    (``None`` otherwise).  ``block_line``, for a call whose ``line`` is a line of its own
+    inside a function the block called (a module's ``forward``), is the block's line that
+    called it (``None`` where ``line`` is the block's own): what a loop the block ran is read
+    from (:attr:`at_block`).
     """
 
     id: str
@@ -118,6 +122,13 @@ class OpNode(NamedTuple):
     code: str | None = None
     autocast: str | None = None
     written: tuple[int, ...] | None = None
+    block_line: int | None = None
+
+    @property
+    def at_block(self) -> int | None:
+        """The line of the ``with trace()`` block that made this call (itself, or a function
+        it called): ``block_line`` where the call keeps a line of its own, else ``line``."""
+        return self.line if self.block_line is None else self.block_line
 
     @property
     def label(self) -> str:
@@ -148,57 +159,6 @@ class Edge(NamedTuple):
     output_nr: int = 0
 
 
-class Adjacency(NamedTuple):
-    """Who is connected to whom in a :class:`Graph`, built once per graph and read-only.
-
-    Every mapping goes from a node id to a tuple of node ids (in edge order); a node with
-    no such neighbour is absent.  ``next`` is PyTorch's own backward direction (an op to
-    the ops in its ``next_functions``, by ``input_nr``); ``prev`` is its reverse; the
-    forward ones (``inputs``, ``consumers``, ``outputs``) come from ``input`` and
-    ``output`` edges; ``detached`` maps a tensor to the tensors ``detach()``-ed from it;
-    ``accumulate_grad`` maps a leaf tensor to the ``AccumulateGrad`` op that stores its
-    ``.grad`` (one id, not a tuple).
-    """
-
-    next: Mapping[str, tuple[str, ...]]
-    prev: Mapping[str, tuple[str, ...]]
-    inputs: Mapping[str, tuple[str, ...]]
-    consumers: Mapping[str, tuple[str, ...]]
-    outputs: Mapping[str, tuple[str, ...]]
-    detached: Mapping[str, tuple[str, ...]]
-    accumulate_grad: Mapping[str, str]
-
-
-def _build_adjacency(ops: tuple[OpNode, ...], edges: tuple[Edge, ...]) -> Adjacency:
-    lists: dict[str, dict[str, list[str]]] = {
-        k: {} for k in ("next", "prev", "inputs", "consumers", "outputs", "detached")
-    }
-    nxt, prev, ins, cons, outs, det = (lists[k] for k in lists)
-    ordered = sorted(edges, key=lambda e: e.input_nr)  # stable: ties keep edge order
-    for e in ordered:
-        kind = e.kind
-        if kind == "next":
-            nxt.setdefault(e.src, []).append(e.dst)
-        elif kind == "input":
-            ins.setdefault(e.dst, []).append(e.src)
-    for e in edges:
-        kind = e.kind
-        if kind == "next":
-            prev.setdefault(e.dst, []).append(e.src)
-        elif kind == "input":
-            cons.setdefault(e.src, []).append(e.dst)
-        elif kind == "output":
-            outs.setdefault(e.src, []).append(e.dst)
-        elif kind == "detach":
-            det.setdefault(e.src, []).append(e.dst)
-    acc: dict[str, str] = {}
-    for o in ops:
-        if o.variable is not None and o.is_accumulate_grad:
-            acc.setdefault(o.variable, o.id)
-    frozen = {k: MappingProxyType({n: tuple(v) for n, v in d.items()}) for k, d in lists.items()}
-    return Adjacency(accumulate_grad=MappingProxyType(acc), **frozen)
-
-
 # -- reading JSON: what every field of every record must hold (see graphlens.values.read_fields)
 _TEXTS = dict.fromkeys(("name", "op", "detached_from", "region", "scope", "made_by", "code"), TEXT_OR_NULL)
 _TENSOR = kinds_of(
@@ -207,7 +167,7 @@ _TENSOR = kinds_of(
     **dict.fromkeys(("is_leaf", "requires_grad", "retains_grad", "is_view", "is_parameter"), FLAG),
 )
 _TENSOR_V1 = {**_TENSOR, "grad": TEXT_OR_NULL, "value": TEXT_OR_NULL, "flowed": V1_TEXTS}
-_OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL, written=POSITIONS_OR_NULL,
+_OP = kinds_of(OpNode, id=TEXT, saved=SAVED, line=INTEGER_OR_NULL, block_line=INTEGER_OR_NULL, written=POSITIONS_OR_NULL,
              **dict.fromkeys(("name", "forward", "variable", "region", "scope", "code", "autocast"), TEXT_OR_NULL))
 _OP_V1 = {**_OP, "saved": V1_SAVED}
 _GRAPH_FIELDS = ("schema", "source", "roots", "tensors", "ops", "edges", "notes")
@@ -355,7 +315,7 @@ class Graph:
     def adjacency(self) -> Adjacency:
         """The graph's neighbour tables (see :class:`Adjacency`), built once and cached."""
         if self._adj is None:
-            self._adj = _build_adjacency(self.ops, self.edges)
+            self._adj = build_adjacency(self.ops, self.edges)
         return self._adj
 
     def _id_of(self, node: Any, what: str, cls: type) -> str:

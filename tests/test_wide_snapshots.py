@@ -109,3 +109,26 @@ def test_a_wide_picture_is_the_same_from_json_read_back():
     for g in (_sum_of_terms(200), _stack_of_products(300)):
         again = gl.Graph.from_json(g.to_json())
         assert to_dot(again).source == to_dot(g).source
+
+
+class _Heads(torch.nn.Module):
+    """Many small heads applied side by side to one input, their outputs joined."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.heads = torch.nn.ModuleList(torch.nn.Linear(4, 2) for _ in range(n))
+
+    def forward(self, x):
+        return torch.cat([h(x) for h in self.heads], dim=-1)
+
+
+def test_heads_side_by_side_open_at_the_level_where_they_fold():
+    """A model of 120 heads side by side does not fit at its own level (each head's call is a run
+    of its own: 120 boxes); the search goes on to the heads' level, where the alike numbered
+    blocks fold into one: "model.heads.0 … model.heads.119, × 120"."""
+    model = _Heads(120)
+    g = gl.snapshot(model(torch.randn(2, 4)).pow(2).mean())
+    source = to_dot(g).source
+    assert node_count(source) < 12
+    assert "model.heads.0 … model.heads.119" in source and "× 120" in source
+    assert "model #2" not in source

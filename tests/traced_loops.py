@@ -8,7 +8,7 @@ import torch
 
 import graphlens as gl
 
-__all__ = ["training_loop", "clusters", "node_count"]
+__all__ = ["training_loop", "TanhNet", "clusters", "node_count"]
 
 
 def training_loop(steps: int, opt_class=torch.optim.SGD) -> gl.Graph:
@@ -25,6 +25,20 @@ def training_loop(steps: int, opt_class=torch.optim.SGD) -> gl.Graph:
             loss.backward()
             opt.step()
     return tr.graph()
+
+
+class TanhNet(torch.nn.Module):
+    """A model written as learners write one, in its own file: two layers, ``tanh`` and
+    ``sigmoid`` called in its ``forward`` (calls a trace keeps a line of their own for)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 8)
+        self.fc2 = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc1(x))
+        return torch.sigmoid(self.fc2(h))
 
 
 def clusters(source: str) -> list[tuple[int, str]]:

@@ -177,7 +177,10 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     finally:
         book.close()
     lines = rec.lines({j: o[_LASTI] for j, o in enumerate(ops_)})
-    lines.update(rec.where_lines())
+    own = rec.where_lines()
+    # (a call that keeps a line of its own, in a function the block called, keeps the block's line that called it too)
+    block_lines = {j: lines[j][0] for j, w in own.items() if j in lines and lines[j][0] != w[0]}
+    lines.update(own)
     ops = [
         OpNode(
             f"op{j}", o[_NAME], o[_FORWARD], saved.get(j, ()),
@@ -187,6 +190,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             *lines.get(j, (None, None)),
             rec.autocast.get(j),
             rec.assigned.get(j),
+            block_lines.get(j),
         )
         for j, o in enumerate(ops_)
     ]

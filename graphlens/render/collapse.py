@@ -61,8 +61,10 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         for k in range(1, levels + 1):
             if fits_at(k):
                 fits = k
-            else:
+            elif fits is not None:
                 break
+            # (nothing fits yet: a deeper level may, where its numbered blocks fold, e.g. a model's
+            # heads applied side by side, each its own run of the model's box at the levels above)
         depth = fits if fits is not None else 1
     unfolded = None  # (the boxes before their numbered blocks fold: what a loop's iterations hold)
     if depth is not None:

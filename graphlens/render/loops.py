@@ -36,7 +36,8 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     ops = [op for op in graph.ops if op.forward is not None]
     if len(ops) < 2 * minimum:
         return nodes, edges
-    return _fold_sequence(graph, nodes, edges, ops, [(op.line, op.forward) for op in ops], minimum, budget, _LOOP_WORDS)
+    return _fold_sequence(graph, nodes, edges, ops, [(op.at_block, op.forward, op.line if op.block_line is not None else None) for op in ops],
+                          minimum, budget, _LOOP_WORDS)
 
 
 def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
@@ -150,13 +151,27 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
             return _Attempt(start, repeats)  # by the chains' own step; the search goes on past it)
         said = words
         nests = budget is not None and words is _LOOP_WORDS and period == found and _holds_loop(pattern, ops[start:start + period], minimum, ends())
-        if words is _LOOP_WORDS:
-            start, repeats = _aligned(seq, start, period, repeats, minimum)
-            if nests:  # (an outer loop, or a loop that does more every k-th step: the lines cannot tell)
-                said = _NESTING_WORDS
-        stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
-        return _Attempt(start, repeats, found, period, stretches, nests,
-                        *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, said, hidden))
+        if nests:  # (an outer loop, or a loop that does more every k-th step: the lines cannot tell)
+            said = _NESTING_WORDS
+
+        def fold_at(start: int, repeats: int) -> _Attempt:
+            stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
+            return _Attempt(start, repeats, found, period, stretches, nests,
+                            *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, said, hidden))
+
+        if words is not _LOOP_WORDS:
+            return fold_at(start, repeats)
+        # Each iteration starts where the body does, read from the block's lines; where some calls
+        # keep a line of their own (made in a function the block called: the closure an optimizer
+        # calls back, a module's forward), the place their lines give is tried too, and the one
+        # that draws fewer nodes is kept (the block's on a tie).
+        places = [_aligned(seq, start, period, repeats, minimum)]
+        if any(len(item) > 2 and item[2] is not None for item in pattern):
+            own = [(item[2], item[1], item[2]) if len(item) > 2 and item[2] is not None else item for item in seq]
+            other = _aligned(own, start, period, repeats, minimum)
+            if other != places[0]:
+                places.append(other)
+        return min((fold_at(*place) for place in places), key=lambda a: len(a.nodes))
 
     for _ in range(MAX_LOOPS if budget is not None else 1):
         best = attempt(below)
@@ -218,7 +233,7 @@ def _holds_loop(pattern: list, body: list, minimum: int, ends: set) -> bool:
         return False
     if all(op.region is not None for op in body[start:start + period]):
         return False  # (all under no_grad: an optimizer's own loop over its parameters)
-    if len({item[0] for item in pattern[start:start + period]}) > 1:
+    if len({item[2] if len(item) > 2 and item[2] is not None else item[0] for item in pattern[start:start + period]}) > 1:  # (a call's own line counts)
         return True
     return all(any(op.id in ends for op in body[k:k + period]) for k in range(start, start + period * repeats, period))
 
@@ -375,7 +390,8 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
             # (an unnamed tensor no op made inside it is something it read: an optimizer step's .grad)
             # (a member that is no tensor or op of the graph, a submodule's box drawn inside a no_grad
             # step's box, says nothing: its own members are the box's too)
-            seen = {iteration.get(m, iteration.get(made_by.get(m))) for m in n.members if m not in read and m in graph}
+            # (a parameter inside it that only this iteration uses, each block's own weight, goes with it)
+            seen = {iteration.get(m, iteration.get(made_by.get(m), own.get(m))) for m in n.members if m not in read and m in graph}
             if n.region and n.region.startswith(REPEAT):  # (inside a body drawn for many: it stands for calls
                 seen.discard(None)  # of the iterations folded into it too, which are in no stretch now)
             i = seen.pop() if len(seen) == 1 else None
@@ -384,7 +400,7 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     internal = _internal(edges)
     runs = []
     first = stretches[0][0]
-    lines = sorted({op.line for op in ops[first:first + period] if op.line is not None})
+    lines = sorted({op.at_block for op in ops[first:first + period] if op.at_block is not None})
     where = f" (line {lines[0]})" if len(lines) == 1 else f" (lines {lines[0]}–{lines[-1]})" if lines else ""
     what, many, one = words
     if words is not _STRETCH_WORDS and not where:
@@ -410,7 +426,7 @@ def _iterations_before(ops: list, stretches: list[tuple[int, int]], period: int)
     where its lowest line does; one on a single line, where its whole pattern comes again.
     All 0 where the lines tell nothing."""
     start = stretches[0][0]
-    lines = [op.line for op in ops[start:start + period]]
+    lines = [op.at_block for op in ops[start:start + period]]
     if None in lines:
         return [0] * len(stretches)
     low = min(lines)
@@ -420,7 +436,7 @@ def _iterations_before(ops: list, stretches: list[tuple[int, int]], period: int)
     count, k, previous = 0, 0, None
     for start, repeats in stretches:
         while k < start:
-            line = ops[k].line
+            line = ops[k].at_block
             if line is None or line < low:
                 count, previous = 0, line
                 k += 1
@@ -439,7 +455,7 @@ def _iterations_before(ops: list, stretches: list[tuple[int, int]], period: int)
         out.append(count)
         count += repeats
         k = start + period * repeats
-        previous = ops[k - 1].line
+        previous = ops[k - 1].at_block
     return out
 
 
