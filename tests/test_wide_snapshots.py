@@ -132,3 +132,30 @@ def test_heads_side_by_side_open_at_the_level_where_they_fold():
     assert node_count(source) < 12
     assert "model.heads.0 … model.heads.119" in source and "× 120" in source
     assert "model #2" not in source
+
+
+class _ResidualMLP(torch.nn.Module):
+    """``x = x + relu(block(x))`` over numbered Linear blocks: the adds between them belong to no
+    block (from the parameters alone), so the numbered blocks are not one after another."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(n))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + torch.relu(block(x))
+        return x
+
+
+def test_a_models_repeating_stretch_folds_above_the_module_budget():
+    """A snapshot of 30 residual blocks (93 nodes at every module level, under ``max_nodes`` but over
+    the 60 a model's picture aims at) folds its repeating stretch, as a trace's loop folds above 60:
+    the same few nodes at 30 and at 60 blocks."""
+    sources = []
+    for n in (30, 60):
+        torch.manual_seed(0)
+        model = _ResidualMLP(n)
+        sources.append(to_dot(gl.snapshot(model(torch.randn(2, 4)).sum())).source)
+    assert node_count(sources[0]) == node_count(sources[1]) < 12
+    assert "× 30: a repeating stretch of the graph" in sources[0] and "× 60:" in sources[1]

@@ -96,10 +96,13 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
             nodes, edges = _collapse_scopes(nodes, edges, steps)
     if len(nodes) > o.max_nodes:
         nodes, edges = _collapse_chains(nodes, edges)
-    if len(nodes) > o.max_nodes and o.repeats and graph is not None and graph.source != "trace":
+    # (a model's picture aims at the module budget, as a trace's loops fold above it)
+    limit = budget if levels else o.max_nodes
+    if len(nodes) > limit and o.repeats and graph is not None and graph.source != "trace":
         # (a snapshot's repeating stretches, found by the graph alone, once chains are drawn as one;
-        # like the chains, only above max_nodes: a picture that fits is drawn as it is)
-        nodes, edges = fold_structure(graph, nodes, edges, budget=o.max_nodes)
+        # like the chains, only above max_nodes, or a model's above the module budget: a picture that
+        # fits is drawn as it is)
+        nodes, edges = fold_structure(graph, nodes, edges, budget=limit)
     if len(nodes) > o.max_nodes:
         nodes, edges = collapse_fans(nodes, edges)
     return nodes, edges
