@@ -159,3 +159,34 @@ def test_a_models_repeating_stretch_folds_above_the_module_budget():
         sources.append(to_dot(gl.snapshot(model(torch.randn(2, 4)).sum())).source)
     assert node_count(sources[0]) == node_count(sources[1]) < 12
     assert "× 30: a repeating stretch of the graph" in sources[0] and "× 60:" in sources[1]
+
+
+def test_a_snapshots_runs_are_numbered_in_forward_order():
+    """An LSTM cell unrolled over 6 steps, snapshotted (its nodes walked from the root): its runs
+    (two a step) are numbered as the forward pass made them, ``cell #1`` nearest the input, each
+    run feeding only runs numbered after it (they were numbered from the root: the last step's first)."""
+    torch.manual_seed(0)
+    cell = torch.nn.LSTMCell(3, 5)
+    h = c = torch.zeros(1, 5)
+    for x in torch.randn(6, 1, 3):
+        h, c = cell(x, (h, c))
+    g = gl.snapshot(h.pow(2).mean())
+    titles = [int(n) for n in re.findall(r"<B>cell #(\d+)</B>", to_dot(g, depth=1, repeats=False).source)]
+    lines = to_dot(g, depth=1, repeats=False).source.splitlines()
+    first = {k: next(i for i, line in enumerate(lines) if f"<B>cell #{k}</B>" in line) for k in titles}
+    assert sorted(titles) == list(range(1, 13))
+    feeds = {}
+    for line in lines:
+        m = re.match(r"\s*(\S+) -> (\S+)", line)
+        if m:
+            feeds.setdefault(m.group(1), set()).add(m.group(2))
+    ids = {k: re.match(r"\s*(\S+) \[", lines[first[k]]).group(1) for k in titles}
+    # (a run feeds only runs numbered after it: forward order)
+    for k, node in ids.items():
+        seen, stack = set(), [node]
+        while stack:
+            for nxt in feeds.get(stack.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        assert all(j > k for j, other in ids.items() if other in seen)

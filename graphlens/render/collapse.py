@@ -37,7 +37,9 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     def box_at(k: int) -> dict:
         if k not in boxes:
             if not scene:
-                scene.append(_Scene(nodes, edges))
+                # (a snapshot's nodes come in its walk's order, from the root: its runs are numbered in
+                # an order the forward pass could have made them, as a trace's are)
+                scene.append(_Scene(nodes, edges, forward=graph is not None and graph.source != "trace"))
             boxes[k] = _box_map(nodes, edges, k, scene[0])
         return boxes[k]
 
@@ -124,8 +126,8 @@ class _Scene:
 
     __slots__ = ("order", "pairs", "scoped", "side", "named", "named_flow", "params", "param_flow", "tensors")
 
-    def __init__(self, nodes: list[Node], edges: list[Edge]) -> None:
-        self.order = [n.id for n in nodes]
+    def __init__(self, nodes: list[Node], edges: list[Edge], *, forward: bool = False) -> None:
+        self.order = _forward_order(nodes, edges) if forward else [n.id for n in nodes]
         self.pairs = [(e.src, e.dst) for e in edges]
         self.scoped = [(n.id, n.scope.split("."), n.region) for n in nodes if n.scope]
         # An open module's own work on tensors that need no grad (BERT's attention mask, the
@@ -150,6 +152,31 @@ class _Scene:
         named, params = set(self.named), set(self.params)
         self.named_flow = [(s, d) for s, d in flow if s in named]
         self.param_flow = [(s, d) for s, d in flow if s in params]
+
+
+def _forward_order(nodes: list[Node], edges: list[Edge]) -> list[str]:
+    """The ids of ``nodes`` by their longest way along ``edges`` (drawn in the forward direction)
+    from a node no edge enters, ties in the order of ``nodes``: an order the forward pass could
+    have made them in."""
+    place = {n.id: k for k, n in enumerate(nodes)}
+    succ: dict[str, list[str]] = {}
+    waiting = dict.fromkeys(place, 0)
+    for e in edges:
+        if e.src in place and e.dst in place:
+            succ.setdefault(e.src, []).append(e.dst)
+            waiting[e.dst] += 1
+    level = {i: 0 for i, w in waiting.items() if not w}
+    ready = list(level)
+    while ready:
+        x = ready.pop()
+        d = level[x] + 1
+        for y in succ.get(x, ()):
+            if level.get(y, -1) < d:
+                level[y] = d
+            waiting[y] -= 1
+            if not waiting[y]:
+                ready.append(y)
+    return sorted(place, key=lambda i: (level.get(i, 0), place[i]))
 
 
 def _box_map(nodes: list[Node], edges: list[Edge], depth: int, scene: _Scene | None = None) -> dict[str, str]:
