@@ -13,6 +13,7 @@ import torch.nn as nn
 import graphlens as gl
 from graphlens.render import to_dot
 from graphlens.render.draw import build_scene
+from graphlens.render.scene import graph_buffers
 from graphlens.render.output import LayoutTimeout, find_layout_program, layout
 from graphlens.render.style import MODULE_NODES
 
@@ -434,3 +435,29 @@ def test_a_short_unrolled_loop_folds_in_both_views_counting_each_call():
         assert "× 15" not in source, view
     fn_nodes, _ = scene(g, view="function")
     assert sum(1 for n in fn_nodes if n.kind == "op" and "UnsafeSplitBackward0" in n.label) <= 2  # (the gates drawn once)
+
+
+def test_batch_counts_are_buffers_in_a_trace_without_module():
+    """Traced without ``module=`` (scopes only inferred from the parameters), BatchNorm's
+    ``num_batches_tracked.add_(1)`` has no scope: its two versions (named from two frames,
+    ``self.bn.num_batches_tracked`` and ``model.1.num_batches_tracked``) and the ``add_`` are still
+    module buffers, left out and counted; an optimizer's state and the gradients it reads are not."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1), nn.BatchNorm1d(1))
+    opt = torch.optim.Adam(model.parameters())
+    x = torch.randn(8, 3)
+    with gl.trace() as tr:
+        for _ in range(2):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+    g = tr.graph()
+    assert any(op.forward == "add_" and op.scope is None and op.name is None for op in g.ops)
+    plain = to_dot(g).source
+    assert "num_batches_tracked" not in plain and "running_mean" not in plain
+    assert "6 module buffers not drawn" in plain  # 2 BatchNorms x 3 buffers
+    gone = graph_buffers(g)[0]
+    kept = [t.name for t in g.tensors if t.id not in gone and t.name and ("exp_avg" in t.name or t.name.endswith(".grad"))]
+    assert any("exp_avg" in n for n in kept) and any(n.endswith(".grad") for n in kept)
+    assert "num_batches_tracked" in to_dot(g, buffers=True).source

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from ..graph import Graph
@@ -62,6 +63,16 @@ def buffer_ids(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
             op_out.setdefault(e.src, []).append(e.dst)
     scope = {op.id: op.scope for op in graph.ops}
     found: set[str] = set()
+    by_id = {t.id: t for t in graph.tensors}
+    # An op no module scope is known for (a trace without module=) that only bumps one attribute of a
+    # module in place (BatchNorm's num_batches_tracked.add_(1)): no backward node, every tensor it
+    # reads and writes a version of that attribute (a module path, the same last name), none needing grad.
+    bumps = set()
+    for op in graph.ops:
+        if op.name is None and op.scope is None and op.id in op_out:
+            touched = [by_id.get(i) for i in (*op_in.get(op.id, ()), *op_out[op.id])]
+            if all(t is not None and _attribute(t) for t in touched) and len({t.name.rsplit(".", 1)[1] for t in touched}) == 1:
+                bumps.add(op.id)
     for t in graph.tensors:
         if t.requires_grad or t.is_parameter or not t.name or "." not in t.name or t.detached_from is not None:
             continue
@@ -73,13 +84,23 @@ def buffer_ids(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
             if t.is_leaf and t.op is None:
                 found.add(t.id)
             continue
-        if all((scope.get(u) or "") == owner or (scope.get(u) or "").startswith(owner + ".") for u in users):
+        if all((scope.get(u) or "") == owner or (scope.get(u) or "").startswith(owner + ".") or u in bumps for u in users):
             found.add(t.id)
     ops = frozenset(
         oid for oid in op_out
         if op_out[oid] and all(i in found for i in op_out[oid]) and all(i in found for i in op_in.get(oid, ()))
     )
     return frozenset(found), ops
+
+
+def _attribute(t) -> bool:
+    """Whether tensor record ``t`` is named as a module's attribute (``model.3.bn1.num_batches_tracked``:
+    names and numbers joined by dots, not a ``.grad`` nor an optimizer's state) and needs no grad."""
+    return (not t.requires_grad and not t.is_parameter and t.detached_from is None and bool(t.name) and "." in t.name
+            and _PATH.fullmatch(t.name) is not None and not t.name.endswith(".grad"))
+
+
+_PATH = re.compile(r"[A-Za-z_]\w*(?:\.\w+)+")
 
 
 def hide_buffers(graph: Graph, nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
