@@ -53,16 +53,23 @@ def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimu
     down = _down_heights(graph)
     place = {op.id: k for k, op in enumerate(graph.ops)}
     ops.sort(key=lambda op: (down[op.id], place[op.id]))
-    out = _fold_sequence(graph, nodes, edges, ops, [op.name for op in ops], minimum, budget, _STRETCH_WORDS)
+    names = [op.name for op in ops]
+    longest = _periodic(names, minimum)
+    out = _fold_sequence(graph, nodes, edges, ops, names, minimum, budget, _STRETCH_WORDS)
     if budget is None or len(out[0]) <= budget:
         return out
     # (still too large: the nodes in the order of their longest way up from a root instead, ties in
     # the walk's order.  Where each step joins the one before and a side input of its own, a sum
     # over many terms, the steps are then one after the other (by the way down, every term's
-    # product has the same height and they come first, all together); kept if it draws fewer)
+    # product has the same height and they come first, all together); folded only where a
+    # longer stretch repeats in that order, and kept if it draws fewer)
     up = _up_depths(graph)
     ops.sort(key=lambda op: (-up[op.id], place[op.id]))
-    other = _fold_sequence(graph, nodes, edges, ops, [op.name for op in ops], minimum, budget, _STRETCH_WORDS)
+    names = [op.name for op in ops]
+    found = _periodic(names, minimum)
+    if found[1] * found[2] <= longest[1] * longest[2]:
+        return out
+    other = _fold_sequence(graph, nodes, edges, ops, names, minimum, budget, _STRETCH_WORDS)
     return other if len(other[0]) < len(out[0]) else out
 
 
