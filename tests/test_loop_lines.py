@@ -118,15 +118,17 @@ class _Residual(torch.nn.Module):
 
 
 def test_residual_blocks_with_their_own_weights_fold():
-    """A residual net run for 8 and for 24 blocks (each block's weights used by it alone, inside its
-    box) draws the same picture: one block in a frame, "× N"."""
+    """A residual net run for 24 and for 48 blocks (each block's weights used by it alone, inside its
+    box) draws the same picture: one block in a frame, "× N" (each block's box stayed outside the
+    frame, its weights counted in no iteration).  (At 8 blocks, 52 nodes, the picture fits and is
+    drawn as it is.)"""
     sources = []
-    for n in (8, 24):
+    for n in (24, 48):
         torch.manual_seed(0)
         model, x = _Residual(n), torch.randn(1, 4, 8, 8)
         with gl.trace() as tr:
             model(x).mean().backward()
         sources.append(to_dot(tr.graph()).source)
     assert node_count(sources[0]) == node_count(sources[1]) < 20
-    assert "× 8: a loop" in sources[0] and "× 24: a loop" in sources[1]
+    assert "× 24: a loop" in sources[0] and "× 48: a loop" in sources[1]
     assert len(clusters(sources[1])) == 1
