@@ -94,6 +94,12 @@ def chain_node(first: Node, members: list[str], pattern: list[str], period: int,
     else:
         head = f"({esc(', '.join(pattern))}) <B>×{repeats:,}</B>"
         detail = f"{n_ops:,} ops repeating a pattern of {period}"
+    return _many_node("chain_", first, head, detail, members)
+
+
+def _many_node(prefix: str, first: Node, head: str, detail: str, members: list[str]) -> Node:
+    """A node that stands for many (a chain, alike strands side by side): ``head`` over a small
+    grey ``detail``, drawn in ``first``'s place with a double border; ``members``: what it stands for."""
     label = (
         f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
         f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
@@ -101,7 +107,7 @@ def chain_node(first: Node, members: list[str], pattern: list[str], period: int,
     attrs = dict(first.attrs)
     attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
     attrs.pop("tooltip", None)
-    node = Node("chain_" + first.id, "chain", label, attrs, scope=first.scope)
+    node = Node(prefix + first.id, "chain", label, attrs, scope=first.scope)
     node.members = tuple(members)
     return node
 
@@ -205,16 +211,7 @@ def _fan_node(first: Node, pattern: list[str], count: int, members: list[str]) -
     else:
         head = f"({esc(', '.join(pattern))}) <B>×{count:,}</B>"
         detail = f"{count:,} alike strands side by side, {len(pattern)} ops each"
-    label = (
-        f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="0"><TR><TD>{head}</TD></TR>'
-        f'<TR><TD><FONT POINT-SIZE="8" COLOR="#555555">{detail}</FONT></TD></TR></TABLE>>'
-    )
-    attrs = dict(first.attrs)
-    attrs.update({"style": "rounded,filled", "fillcolor": BOX_FILL, "color": BOX_BORDER, "peripheries": "2"})
-    attrs.pop("tooltip", None)
-    node = Node("fan_" + first.id, "chain", label, attrs, scope=first.scope)
-    node.members = tuple(members)
-    return node
+    return _many_node("fan_", first, head, detail, members)
 
 
 def collapse_parts(parts: DataParts, o: Options) -> tuple[list[Node], list[Edge]]:

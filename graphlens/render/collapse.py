@@ -9,7 +9,7 @@ from .chains import collapse_chains, collapse_fans, periodic_segment
 from .scene import Edge, Node, Options
 from ..graph import REENTRANT_TAG, Graph
 from .loops import fold_loops, fold_structure
-from .modules import acyclic, fold_repeats, lowered_ops, remap_edges
+from .modules import acyclic, fold_repeats, longest_ways, lowered_ops, remap_edges
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
 
 __all__ = ["collapse", "SIDE_PATH"]
@@ -158,25 +158,12 @@ def _forward_order(nodes: list[Node], edges: list[Edge]) -> list[str]:
     """The ids of ``nodes`` by their longest way along ``edges`` (drawn in the forward direction)
     from a node no edge enters, ties in the order of ``nodes``: an order the forward pass could
     have made them in."""
-    place = {n.id: k for k, n in enumerate(nodes)}
+    ids = [n.id for n in nodes]
     succ: dict[str, list[str]] = {}
-    waiting = dict.fromkeys(place, 0)
     for e in edges:
-        if e.src in place and e.dst in place:
-            succ.setdefault(e.src, []).append(e.dst)
-            waiting[e.dst] += 1
-    level = {i: 0 for i, w in waiting.items() if not w}
-    ready = list(level)
-    while ready:
-        x = ready.pop()
-        d = level[x] + 1
-        for y in succ.get(x, ()):
-            if level.get(y, -1) < d:
-                level[y] = d
-            waiting[y] -= 1
-            if not waiting[y]:
-                ready.append(y)
-    return sorted(place, key=lambda i: (level.get(i, 0), place[i]))
+        succ.setdefault(e.src, []).append(e.dst)
+    level, place = longest_ways(ids, succ), {i: k for k, i in enumerate(ids)}
+    return sorted(ids, key=lambda i: (level[i], place[i]))
 
 
 def _box_map(nodes: list[Node], edges: list[Edge], depth: int, scene: _Scene | None = None) -> dict[str, str]:

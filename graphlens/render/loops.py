@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from ..graph import Graph
-from .modules import REPEAT, _alike_runs, _internal, _region_sizes, fold
+from .modules import REPEAT, _alike_runs, _internal, _region_sizes, fold, longest_ways
 from .scene import Edge, Node
 
 __all__ = ["fold_loops", "fold_structure", "MAX_LOOPS"]
@@ -54,16 +54,16 @@ def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimu
     place = {op.id: k for k, op in enumerate(graph.ops)}
     ops.sort(key=lambda op: (down[op.id], place[op.id]))
     names = [op.name for op in ops]
-    longest = _periodic(names, minimum)
-    out = _fold_sequence(graph, nodes, edges, ops, names, minimum, budget, _STRETCH_WORDS)
+    out = _fold_sequence(graph, nodes, edges, ops, list(names), minimum, budget, _STRETCH_WORDS)
     if budget is None or len(out[0]) <= budget:
         return out
+    longest = _periodic(names, minimum)
     # (still too large: the nodes in the order of their longest way up from a root instead, ties in
     # the walk's order.  Where each step joins the one before and a side input of its own, a sum
     # over many terms, the steps are then one after the other (by the way down, every term's
     # product has the same height and they come first, all together); folded only where a
     # longer stretch repeats in that order, and kept if it draws fewer)
-    up = _up_depths(graph)
+    up = longest_ways([op.id for op in graph.ops], graph.adjacency.next)
     ops.sort(key=lambda op: (-up[op.id], place[op.id]))
     names = [op.name for op in ops]
     found = _periodic(names, minimum)
@@ -98,27 +98,6 @@ def _down_heights(graph: Graph) -> dict[str, int]:
     for op in graph.ops:  # (none is left out in a graph without cycles; a read one might have them)
         height.setdefault(op.id, 0)
     return height
-
-
-def _up_depths(graph: Graph) -> dict[str, int]:
-    """Each op's longest way up ``next`` edges from an op no op leads to (a root's: 0)."""
-    children, parents = graph.adjacency.next, graph.adjacency.prev
-    waiting = {op.id: len(parents.get(op.id, ())) for op in graph.ops}
-    ready = [op.id for op in graph.ops if not waiting[op.id]]
-    depth = dict.fromkeys(ready, 0)
-    while ready:
-        x = ready.pop()
-        d = depth[x] + 1
-        for c in children.get(x, ()):
-            if c in waiting:
-                if depth.get(c, -1) < d:
-                    depth[c] = d
-                waiting[c] -= 1
-                if not waiting[c]:
-                    ready.append(c)
-    for op in graph.ops:  # (none is left out in a graph without cycles; a read one might have them)
-        depth.setdefault(op.id, 0)
-    return depth
 
 
 def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, seq: list, minimum: int,

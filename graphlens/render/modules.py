@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..graph import Graph
 from .labels import esc
 from .scene import Edge, Node
 
-__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold", "acyclic", "remap_edges", "REPEAT", "repeat_title"]
+__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold", "acyclic", "remap_edges", "longest_ways", "REPEAT", "repeat_title"]
 
 #: A region whose name starts with this marks the nodes of a block drawn once for N repeats.
 REPEAT = "\x02"
@@ -309,6 +309,31 @@ def _fold(nodes: list[Node], edges: list[Edge], runs: list[tuple[list[list[Node]
 def _next_block(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
     """Whether an edge runs from one block of a run to another (the title says they run in turn)."""
     return a is not None and b is not None and a[0] == b[0] and a[1] != b[1]
+
+
+def longest_ways(ids: list[str], succ: Mapping[str, Iterable[str]]) -> dict[str, int]:
+    """Each of ``ids``'s longest way along ``succ`` from one of them nothing leads to (those: 0),
+    counting only steps between ``ids``; 0 for one no such way reaches (a cycle, in a graph read from JSON)."""
+    waiting = dict.fromkeys(ids, 0)
+    for x in ids:
+        for y in succ.get(x, ()):
+            if y in waiting:
+                waiting[y] += 1
+    level = {i: 0 for i, w in waiting.items() if not w}
+    ready = list(level)
+    while ready:
+        x = ready.pop()
+        d = level[x] + 1
+        for y in succ.get(x, ()):
+            if y in waiting:
+                if level.get(y, -1) < d:
+                    level[y] = d
+                waiting[y] -= 1
+                if not waiting[y]:
+                    ready.append(y)
+    for i in ids:
+        level.setdefault(i, 0)
+    return level
 
 
 def remap_edges(edges: list[Edge], alias: Mapping[str, str]) -> list[Edge]:
