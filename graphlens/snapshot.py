@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import weakref
 from functools import partial
-from itertools import accumulate, chain, compress
-from operator import itemgetter, not_
+from itertools import accumulate, chain, compress, repeat
+from operator import is_not, itemgetter, not_
 from typing import Any, Mapping
 
 import torch
@@ -180,26 +180,24 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
     fn = None  # no node may outlive the walk in a local the closures could see
     del fns, index, special
 
-    def links() -> list[list[tuple[int, int]]]:
-        out, k = [], 0
-        for n in counts:
-            row = []
-            for j in range(k, k + n):
-                c = child_ops[j]
-                row.append((-1, 0) if c is None else (c, child_nrs[j]))
-            out.append(row)
-            k += n
-        return out
+    n_ops = len(types)
+    op_ids: list[str] = []  # ("op0", "op1", ...: made once, for the ops and the edges)
+
+    def ids() -> list[str]:
+        if not op_ids:
+            op_ids.extend(map("op".__add__, map(str, range(n_ops))))
+        return op_ids
 
     def make_ops(entries: bool) -> list[OpNode]:
-        # (each OpNode made by tuple.__new__ with every field: the record OpNode(...) makes, faster)
-        new, none = tuple.__new__, (None,) * (len(OpNode._fields) - 5)
-        if not (entries and saved_of):
-            return [new(OpNode, (f"op{i}", type_names[cls], None, (), variables.get(i), *none)) for i, cls in enumerate(types)]
-        return [
-            new(OpNode, (f"op{i}", type_names[cls], None, tuple(map(saved_entry, saved_of[i])), variables.get(i), *none))
-            for i, cls in enumerate(types)
-        ]
+        # (each OpNode made by tuple.__new__ with every field, column by column: the record OpNode(...) makes, faster)
+        names = map(type_names.__getitem__, types)
+        held = map(variables.get, range(n_ops)) if variables else repeat(None)
+        if entries and saved_of:
+            kept: Any = (tuple(map(saved_entry, rows)) for rows in saved_of)
+        else:
+            kept = repeat(())
+        rest = [repeat(None)] * (len(OpNode._fields) - 5)
+        return list(map(partial(tuple.__new__, OpNode), zip(ids(), names, repeat(None), kept, held, *rest)))
 
     # A picture that shows no saved value draws from ops built without their entries
     # (Graph._without_saved): the rows above are read now, their records made when shown.
@@ -207,26 +205,24 @@ def _walk_paused(pairs: list, book: NameBook, *, saved: bool | None, max_element
     build_ops.bare = partial(make_ops, False)  # type: ignore[attr-defined]
 
     def build_edges() -> list[Edge]:
-        # (each Edge made by tuple.__new__ with every field: the record Edge(...) makes, faster)
-        rows = links()
-        ids = [f"op{i}" for i in range(len(rows))]
-        new = tuple.__new__
-        edges = [
-            new(Edge, (ids[i], ids[j], "next", input_nr, nr))
-            for i, row in enumerate(rows)
-            for input_nr, (j, nr) in enumerate(row)
-            if j >= 0
-        ]
+        # (each Edge made by tuple.__new__ with every field, column by column: the record Edge(...) makes, faster)
+        names = ids()
+        real = list(map(is_not, child_ops, repeat(None)))  # (an input with no node: no edge)
+        srcs = list(compress(chain.from_iterable(map(repeat, range(n_ops), counts)), real))
+        input_nrs = list(compress(chain.from_iterable(map(range, counts)), real))
+        dsts = list(compress(child_ops, real))
+        nrs = list(compress(child_nrs, real))
+        src_ids = list(map(names.__getitem__, srcs))
+        new = partial(tuple.__new__, Edge)
+        edges = list(map(new, zip(src_ids, map(names.__getitem__, dsts), repeat("next"), input_nrs, nrs)))
         # Forward edges between the known tensors and ops, for the data view.
-        edges.extend(new(Edge, (t.op, t.id, "output", 0, t.output_nr)) for t in tensors if t.op is not None)
+        edges.extend(new((t.op, t.id, "output", 0, t.output_nr)) for t in tensors if t.op is not None)
         if variables or by_output:
-            for i, row in enumerate(rows):
-                for input_nr, (j, nr) in enumerate(row):
-                    if j < 0:
-                        continue
-                    tid = variables.get(j) or by_output.get((j, nr))
-                    if tid is not None:
-                        edges.append(new(Edge, (tid, ids[i], "input", input_nr, 0)))
+            made = list(map(by_output.get, zip(dsts, nrs)))
+            if variables:
+                made = [v or m for v, m in zip(map(variables.get, dsts), made)]
+            known = list(map(is_not, made, repeat(None)))
+            edges.extend(map(new, zip(compress(made, known), compress(src_ids, known), repeat("input"), compress(input_nrs, known), repeat(0))))
         return edges
 
     return Graph(tensors, build_ops, build_edges, root_ids, source="snapshot", refs=refs)

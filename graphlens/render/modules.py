@@ -50,6 +50,8 @@ def buffer_ids(graph: Graph) -> tuple[frozenset[str], frozenset[str]]:
     written only by ops of that module (its ``scope``): it takes no part in the backward
     graph.  Such a leaf that no recorded op reads is one too.  An op whose every tensor input and output is such a buffer (the in-place
     ``add_`` that counts batches) goes with them."""
+    if not any(t.name and "." in t.name for t in graph.tensors):
+        return _NONE  # (no tensor carries a dotted name: none is a buffer, and no op only updates one)
     consumers: dict[str, set] = {}
     producers: dict[str, str] = {}
     op_in: dict[str, list[str]] = {}
@@ -101,6 +103,7 @@ def _attribute(t) -> bool:
 
 
 _PATH = re.compile(r"[A-Za-z_]\w*(?:\.\w+)+")
+_NONE: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
 
 
 def hide_buffers(graph: Graph, nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], list[Edge]]:
