@@ -98,7 +98,16 @@ def infer_scopes(graph: Graph) -> Graph:
 
 def _scoped(rec, scope: str | None):
     """``rec`` (a TensorNode or OpNode) with ``scope`` (itself where that changes nothing)."""
-    return rec if scope is None and rec.scope is None else rec._replace(scope=scope)
+    if scope is None and rec.scope is None:
+        return rec
+    cls = type(rec)
+    k = _SCOPE_AT.get(cls)
+    if k is None:
+        k = _SCOPE_AT[cls] = cls._fields.index("scope")
+    return tuple.__new__(cls, (*rec[:k], scope, *rec[k + 1:]))  # (what rec._replace(scope=scope) makes, faster)
+
+
+_SCOPE_AT: dict[type, int] = {}
 
 
 def _common_scope(scopes: Iterable[str]) -> str | None:
