@@ -516,6 +516,7 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
     # start every sample from a collected heap, so they leave those out, on both sides).
     out["trace"][-1]["consecutive"] = consecutive(
         {k: sides[k] for k in ("plain", "trace", "nograds", "lean", "facts", "records", "facts_lean")}, steps=30 if repeats >= 9 else 10)
+    out["trace"][-1]["lean_parts"] = _lean_parts(interleaved, repeats, floor, step)
     out["finiteness"] = _finiteness_cost(interleaved, ratio, 4 * repeats, floor, step)  # (a small difference: more repeats)
     for name, make in (("GPT-2, 2 layers (transformers)", gpt2_2layer), ("resnet18-like, 1x3x64x64", resnet18_like)):
         step_m = make()
@@ -534,6 +535,55 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
                               "nop_mode": ratio(res, "mode", "plain"), "bare_hooks": ratio(res, "bare", "plain"),
                               "facts_floor": ratio(res, "facts", "plain"), "iqr": {"trace_vs_plain": iqr(res, "trace", "plain")}})
     return out
+
+
+def _lean_parts(interleaved: Callable, repeats: int, floor: float, step: Callable[[], None]) -> dict:
+    """Two parts of the lean trace's time (grads and saved off) its facts floor leaves out, each
+    measured in the same run, as extra time per plain step: the warning attribution (every call
+    made from a frame standing at the user's line, ``graphlens.trace``'s ``call_from``; these
+    samples call through plainly instead) and the walk before backward that records every
+    backward node's ``next_functions`` (``Recorder.complete``, timed inside the lean samples)."""
+    import importlib
+
+    from graphlens._live.recorder import Recorder
+
+    module = importlib.import_module("graphlens.trace")
+    real_call, real_complete = module.call_from, Recorder.complete
+    walked: list[float] = []
+
+    def timed_complete(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return real_complete(self, *args, **kwargs)
+        finally:
+            walked[-1] += time.perf_counter() - t0
+
+    def lean():
+        walked.append(0.0)
+        Recorder.complete = timed_complete
+        try:
+            with gl.trace(grads=False, saved=False):
+                step()
+        finally:
+            Recorder.complete = real_complete
+
+    def plain_calls():
+        module.call_from = _plain_call
+        try:
+            with gl.trace(grads=False, saved=False):
+                step()
+        finally:
+            module.call_from = real_call
+
+    res = interleaved({"plain": step, "lean": lean, "plain_calls": plain_calls}, repeats, floor, collect=True)
+    plain = res["plain"]["median_s"]
+    return {"lean": res["lean"]["median_s"] / plain,
+            "attribution": (res["lean"]["median_s"] - res["plain_calls"]["median_s"]) / plain,
+            "walk": statistics.median(walked) / plain}
+
+
+def _plain_call(frame: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
+    return func(*args, **kwargs)
 
 
 def consecutive(sides: dict[str, Callable[[], Any]], *, steps: int = 30, rounds: int = 2) -> dict[str, dict]:
@@ -846,6 +896,10 @@ def show_f(f: dict) -> None:
         if "records_floor" in r:
             print(f"    the records floor (the facts floor keeping saved tensors as graphlens must: storages numbered while they"
                   f" live, their size and kind, a 0-d one's number): {r['records_floor']:.2f}x, grads=False {r['records_floor_nograds']:.2f}x")
+        if "lean_parts" in r:
+            p = r["lean_parts"]
+            print(f"    two parts of the lean trace ({p['lean']:.2f}x in these samples) its facts floor leaves out, as a share of a plain step:"
+                  f" the warning attribution +{p['attribution']:.2f}x, the walk recording the backward nodes' next edges +{p['walk']:.2f}x")
         if "uncollected" in r:
             u = r["uncollected"]
             print(f"    (each sample from a collected heap; without that: trace {u['trace']:.2f}x, grads=False {u['nograds']:.2f}x,"

@@ -44,6 +44,20 @@ def test_the_finiteness_price_runs_with_the_switches_it_turns_off(floors):
     assert (facts.finiteness, recorder._not_finite, facts._finite_head) == before
 
 
+
+def test_the_lean_trace_parts_time_the_walk_and_put_every_switched_part_back(floors):
+    """The lean trace's parts switch the attribution and time the backward walk, then put both back as they were."""
+    import importlib
+
+    import run
+    from graphlens._live.recorder import Recorder
+
+    module = importlib.import_module("graphlens.trace")
+    before = (module.call_from, Recorder.complete)
+    parts = floors._lean_parts(run.interleaved, 1, 0.0, run.tiny_chain_step(20))
+    assert parts["lean"] > 0 and parts["walk"] > 0  # (the walk ran, and was timed, in the lean samples)
+    assert (module.call_from, Recorder.complete) == before
+
 def test_the_collapse_floor_finds_the_chain_to_dot_draws(floors):
     """The collapse floor of a chain counts the same ops in its one chain node as to_dot's picture, and draws nothing more."""
     import re
