@@ -200,3 +200,15 @@ def test_the_growth_part_flags_a_call_that_grows_faster_than_its_program():
     rows = {r["call"]: r for r in growth.growth({"linear": linear, "quadratic": quadratic}, 600, samples=3)}
     assert not rows["linear"]["superlinear"] and 1.5 < rows["linear"]["growth"] < growth.SUPERLINEAR
     assert rows["quadratic"]["superlinear"] and rows["quadratic"]["growth"] > 3
+
+
+def test_the_model_split_times_each_side_and_puts_the_recorder_back(floors):
+    """The model split times forward and backward on every side and leaves Recorder.record as it was."""
+    pytest.importorskip("transformers")
+    import model_split
+    from graphlens._live.recorder import Recorder
+
+    before = Recorder.record
+    out = model_split.main(["--repeats", "1"])
+    assert len(out) == 6 and all(fwd > 0 and bwd > 0 for fwd, bwd, _ in out.values())
+    assert Recorder.record is before
