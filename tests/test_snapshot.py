@@ -86,6 +86,24 @@ def test_ops_and_edges_equal_next_functions():
     assert sorted(e.output_nr for e in split_edges) == [0, 1]
 
 
+
+def test_edges_keep_their_input_positions_where_some_inputs_have_no_node():
+    """Next and input edges keep each input's position in next_functions, also past inputs that need no grad (no node)."""
+    w = torch.randn(3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    h = torch.ones(3) * w  # (next_functions: (None, 0) first, then w's node)
+    loss = torch.addcmul(torch.zeros(3), h, b).sum()  # (the constant's slot has no node either)
+    g = gl.snapshot(loss)
+    nodes, edges = plain_walk(loss)
+    got = sorted((g.node(e.src).name, e.input_nr, g.node(e.dst).name, e.output_nr) for e in g.edges if e.kind == "next")
+    assert got == sorted((nodes[f], i, nodes[c], nr) for f, i, c, nr in edges)
+    assert any(child is None for f in nodes for child, _ in f.next_functions)
+    by_name = {t.name: t.id for t in g.tensors if t.name}
+    inputs = {(g.node(e.src).name, g.node(e.dst).name, e.input_nr) for e in g.edges if e.kind == "input"}
+    assert ("w", "MulBackward0", 1) in inputs and ("b", "AddcmulBackward0", 2) in inputs
+    assert {"w", "b", "h"} <= set(by_name)
+    assert ("h", "AddcmulBackward0", 1) in inputs
+
 def test_ids_are_stable_for_the_same_program():
     """Running the same program twice gives equal graphs and byte-identical JSON."""
     def run():
