@@ -32,6 +32,7 @@ import shutil
 import statistics
 import sys
 import time
+import types
 import weakref
 from itertools import compress, repeat
 from operator import eq, itemgetter
@@ -493,7 +494,10 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
     sides = {"plain": step, "trace": traced(), "nograds": traced(grads=False), "lean": traced(grads=False, saved=False),
              "inline": inline, "mode": with_mode(nop_mode), "bare": with_mode(bare_hooks),
              "facts": facts(), "facts_nograds": facts(grads=False), "facts_lean": facts(grads=False, saved=False),
-             "records": facts(records=True), "records_nograds": facts(grads=False, records=True)}
+             "records": facts(records=True), "records_nograds": facts(grads=False, records=True),
+             # (the same floors with what two promises and the function view cost: see FactsFloorMode's promises)
+             "promises": facts(records=True, promises=True), "promises_nograds": facts(grads=False, records=True, promises=True),
+             "promises_lean": facts(grads=False, saved=False, promises=True)}
     # Each sample starts from a collected heap: else a full collection (~0.1 s with torch
     # loaded, due by the allocations of all the sides together) lands on whichever side the
     # order puts there, the same one in most repeats (one run measured grads=False at 6.0x
@@ -509,6 +513,8 @@ def part_f(interleaved: Callable, ratio: Callable, repeats: int, floor: float, n
         "facts_floor": ratio(res, "facts", "plain"), "facts_floor_nograds": ratio(res, "facts_nograds", "plain"),
         "facts_floor_lean": ratio(res, "facts_lean", "plain"),
         "records_floor": ratio(res, "records", "plain"), "records_floor_nograds": ratio(res, "records_nograds", "plain"),
+        "promises_floor": ratio(res, "promises", "plain"), "promises_floor_nograds": ratio(res, "promises_nograds", "plain"),
+        "promises_floor_lean": ratio(res, "promises_lean", "plain"),
         "iqr": {"trace_chain": iqr(res, "trace", "plain"), "trace_chain_nograds": iqr(res, "nograds", "plain"),
                 "trace_chain_lean": iqr(res, "lean", "plain"), "trace_inline_vs_step": iqr(res, "inline", "trace")},
     })
@@ -662,11 +668,17 @@ class FactsFloorMode(_HookMode):
     finiteness of every gradient it sends (what arrives at a node is what another sent).
     An input first seen (a parameter, the data) is recorded with its value's facts too: the
     diagrams show a leaf's value.  With ``records``, the "records floor": each saved tensor kept
-    as a trace must keep it (:meth:`_saved_record`), not only its shape, dtype and address."""
+    as a trace must keep it (:meth:`_saved_record`), not only its shape, dtype and address.
+    With ``promises``, the "promises floor": that, plus what two promises and the function view
+    cost, written plainly: every call made from a frame standing at the caller's file and line,
+    in its globals (so a warning torch raises names the user's line: one cached one-liner per
+    calling instruction), and at ``backward`` a walk recording each node's ``next_functions`` as
+    ordered edges (the child's sequence number and ``output_nr``), once per node."""
 
-    def __init__(self, *, grads: bool = True, saved: bool = True, records: bool = False) -> None:
+    def __init__(self, *, grads: bool = True, saved: bool = True, records: bool = False, promises: bool = False) -> None:
         super().__init__()
-        self.grads, self.saved, self.records = grads, saved, records
+        self.grads, self.saved, self.records, self.promises = grads, saved, records, promises
+        self.edges: dict = {}  # (promises) a node's sequence number -> its ordered edges
         self.storages: dict = {}
         self.weak: list = []  # (torch's weak references to storages, let go when the block ends)
         self.index: dict = {}
@@ -677,10 +689,15 @@ class FactsFloorMode(_HookMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.backward:
+            if self.promises:
+                self._walk(args[0].grad_fn)
             if self.grads:
                 return super().__torch_function__(func, types, args, kwargs)
             return func(*args, **(kwargs or {}))
-        out = func(*args, **(kwargs or {}))
+        if self.promises:
+            out = _from_line(sys._getframe(1), func, args, kwargs or {})
+        else:
+            out = func(*args, **(kwargs or {}))
         if type(out) is torch.Tensor:
             index = self.index
             ins = tuple([index.get(id(a), -1) for a in args if type(a) is torch.Tensor or type(a) is torch.nn.Parameter])
@@ -719,6 +736,20 @@ class FactsFloorMode(_HookMode):
                 torch.UntypedStorage._free_weak_ref(ref)
             self.weak.clear()
 
+    def _walk(self, root: Any) -> None:
+        """(promises) Each node reachable from ``root`` not walked before: its ordered edges."""
+        edges, stack = self.edges, [root]
+        while stack:
+            fn = stack.pop()
+            if fn is None:
+                continue
+            seq = fn._sequence_nr()
+            if seq in edges and type(fn).__name__ != "AccumulateGrad":
+                continue
+            nexts = fn.next_functions
+            edges[seq] = tuple([(-1, 0) if c is None else (c._sequence_nr(), nr) for c, nr in nexts])
+            stack.extend([c for c, _ in nexts])
+
     def _saved_record(self, value: torch.Tensor) -> tuple:
         """A saved tensor as a trace must keep it (``records=True``): its storage numbered while it
         lives (a weak reference to the storage tells an address reused later), its size and kind
@@ -741,6 +772,20 @@ class FactsFloorMode(_HookMode):
         return hook
 
 
+
+
+_ONE_LINER = next(c for c in compile("def call(f, a, k): return f(*a, **k)\n", "<floor>", "exec").co_consts if hasattr(c, "co_code"))
+_AT_LINE: dict = {}  # (code, instruction) -> the one-liner placed at that line, in that frame's globals
+
+
+def _from_line(frame: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)`` called from a frame at ``frame``'s file and line, in its globals."""
+    key = (frame.f_code, frame.f_lasti)
+    one = _AT_LINE.get(key)
+    if one is None or one.__globals__ is not frame.f_globals:
+        code = _ONE_LINER.replace(co_filename=frame.f_code.co_filename, co_firstlineno=frame.f_lineno or 1)
+        one = _AT_LINE[key] = types.FunctionType(code, frame.f_globals)
+    return one(func, args, kwargs)
 
 class _CheckFloorMode(_HookMode):
     """The least an exact NaN/inf check of every value costs: one reduction (``sum``, read with
@@ -896,6 +941,10 @@ def show_f(f: dict) -> None:
         if "records_floor" in r:
             print(f"    the records floor (the facts floor keeping saved tensors as graphlens must: storages numbered while they"
                   f" live, their size and kind, a 0-d one's number): {r['records_floor']:.2f}x, grads=False {r['records_floor_nograds']:.2f}x")
+        if "promises_floor" in r:
+            print(f"    the promises floor (those floors, each call made from a frame at the user's line, and a walk recording every"
+                  f" node's next_functions at backward): {r['promises_floor']:.2f}x, grads=False {r['promises_floor_nograds']:.2f}x,"
+                  f" grads and saved off {r['promises_floor_lean']:.2f}x")
         if "lean_parts" in r:
             p = r["lean_parts"]
             print(f"    two parts of the lean trace ({p['lean']:.2f}x in these samples) its facts floor leaves out, as a share of a plain step:"
@@ -973,10 +1022,14 @@ def verdicts_f(f: dict) -> dict[str, str]:
         out["lstm_to_dot_growth"] = say("to_dot_growth", f["lstm_to_dot_growth"], "an LSTMCell unrolled 500 / 250 steps, its rows planned")
     for r in f["trace"]:
         floors = f"floors: nop mode {r['nop_mode']:.2f}, bare hooks {r['bare_hooks']:.2f}"
-        for key, facts, records in (("trace_chain", "facts_floor", "records_floor"), ("trace_chain_nograds", "facts_floor_nograds", "records_floor_nograds"),
-                                    ("trace_chain_lean", "facts_floor_lean", None)):
+        for key, facts, records, promises in (
+            ("trace_chain", "facts_floor", "records_floor", "promises_floor"),
+            ("trace_chain_nograds", "facts_floor_nograds", "records_floor_nograds", "promises_floor_nograds"),
+            ("trace_chain_lean", "facts_floor_lean", None, "promises_floor_lean"),
+        ):
             out[key] = say(key, r[key], floors + (f", facts floor {r[facts]:.2f}" if facts in r else "")
-                           + (f", records floor {r[records]:.2f}" if records in r else ""), r.get("iqr", {}).get(key))
+                           + (f", records floor {r[records]:.2f}" if records in r else "")
+                           + (f", promises floor {r[promises]:.2f}" if promises in r else ""), r.get("iqr", {}).get(key))
         out["trace_inline_vs_step"] = say("trace_inline_vs_step", r["trace_inline_vs_step"], "", r.get("iqr", {}).get("trace_inline_vs_step"))
     for r in f.get("finiteness", []):
         out[f"nonfinite_checks[{r['workload']}]"] = (f"{r['cost']:+.3f}x (budget +0.05x): " + ("met" if r["cost"] <= 0.05 else "missed")

@@ -212,3 +212,27 @@ def test_the_model_split_times_each_side_and_puts_the_recorder_back(floors):
     out = model_split.main(["--repeats", "1"])
     assert len(out) == 6 and all(fwd > 0 and bwd > 0 for fwd, bwd, _ in out.values())
     assert Recorder.record is before
+
+
+def test_the_promises_floor_calls_from_the_users_line_and_walks_every_node_once(floors):
+    """The promises floor makes a warning torch raises name the calling line, and records each node's ordered edges at backward."""
+    import warnings
+
+    x = torch.randn(3, requires_grad=True)
+    mode = floors.FactsFloorMode(grads=False, saved=False, promises=True)
+    with mode, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = torch.tensor(x) * x  # (copy-constructing from a tensor warns, from C++)
+        line = sys._getframe().f_lineno - 1
+        loss = (y * 2).sum()
+        loss.backward()
+    assert caught and caught[0].filename == __file__ and caught[0].lineno == line
+    fns, stack = [], [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is not None and fn not in fns:
+            fns.append(fn)
+            stack.extend(c for c, _ in fn.next_functions)
+    for fn in fns:
+        want = tuple((-1, 0) if c is None else (c._sequence_nr(), nr) for c, nr in fn.next_functions)
+        assert mode.edges[fn._sequence_nr()] == want
