@@ -689,8 +689,13 @@ class FactsFloorMode(_HookMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is torch.Tensor.backward:
-            if self.promises:
-                self._walk(args[0].grad_fn)
+            if self.promises:  # (one walk: the ordered edges, and the hooks with grads)
+                handles = self._walk(args[0].grad_fn, self.make_hook() if self.grads else None)
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    for h in handles:
+                        h.remove()
             if self.grads:
                 return super().__torch_function__(func, types, args, kwargs)
             return func(*args, **(kwargs or {}))
@@ -736,19 +741,23 @@ class FactsFloorMode(_HookMode):
                 torch.UntypedStorage._free_weak_ref(ref)
             self.weak.clear()
 
-    def _walk(self, root: Any) -> None:
-        """(promises) Each node reachable from ``root`` not walked before: its ordered edges."""
-        edges, stack = self.edges, [root]
+    def _walk(self, root: Any, hook: Callable | None) -> list:
+        """(promises) Every node reachable from ``root``: its ordered edges, recorded once per node,
+        and ``hook`` put on it (the handles are returned, to be removed after backward)."""
+        edges, stack, seen, handles = self.edges, [root], set(), []
         while stack:
             fn = stack.pop()
-            if fn is None:
+            if fn is None or fn in seen:
                 continue
-            seq = fn._sequence_nr()
-            if seq in edges and type(fn).__name__ != "AccumulateGrad":
-                continue
+            seen.add(fn)
+            if hook is not None:
+                handles.append(fn.register_hook(hook))
             nexts = fn.next_functions
-            edges[seq] = tuple([(-1, 0) if c is None else (c._sequence_nr(), nr) for c, nr in nexts])
+            seq = fn._sequence_nr()
+            if seq not in edges:
+                edges[seq] = tuple([(-1, 0) if c is None else (c._sequence_nr(), nr) for c, nr in nexts])
             stack.extend([c for c, _ in nexts])
+        return handles
 
     def _saved_record(self, value: torch.Tensor) -> tuple:
         """A saved tensor as a trace must keep it (``records=True``): its storage numbered while it
@@ -772,8 +781,6 @@ class FactsFloorMode(_HookMode):
         return hook
 
 
-
-
 _ONE_LINER = next(c for c in compile("def call(f, a, k): return f(*a, **k)\n", "<floor>", "exec").co_consts if hasattr(c, "co_code"))
 _AT_LINE: dict = {}  # (code, instruction) -> the one-liner placed at that line, in that frame's globals
 
@@ -786,6 +793,7 @@ def _from_line(frame: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
         code = _ONE_LINER.replace(co_filename=frame.f_code.co_filename, co_firstlineno=frame.f_lineno or 1)
         one = _AT_LINE[key] = types.FunctionType(code, frame.f_globals)
     return one(func, args, kwargs)
+
 
 class _CheckFloorMode(_HookMode):
     """The least an exact NaN/inf check of every value costs: one reduction (``sum``, read with

@@ -236,3 +236,8 @@ def test_the_promises_floor_calls_from_the_users_line_and_walks_every_node_once(
     for fn in fns:
         want = tuple((-1, 0) if c is None else (c._sequence_nr(), nr) for c, nr in fn.next_functions)
         assert mode.edges[fn._sequence_nr()] == want
+    with_grads = floors.FactsFloorMode(promises=True)  # (one walk puts the hooks on too: each node's sends are read)
+    with with_grads:
+        loss = (x * 3).sum()
+        loss.backward()
+    assert len(with_grads.flowed) == 3 and len(with_grads.edges) == 3  # (SumBackward0, MulBackward0, x's AccumulateGrad)
