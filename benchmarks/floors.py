@@ -27,6 +27,7 @@ row prints the floor that bounds it from below:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import shutil
 import statistics
@@ -36,7 +37,7 @@ import types
 import weakref
 from itertools import compress, repeat
 from operator import eq, itemgetter
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -554,7 +555,7 @@ def _lean_parts(interleaved: Callable, repeats: int, floor: float, step: Callabl
     from graphlens._live.recorder import Recorder
 
     module = importlib.import_module("graphlens.trace")
-    real_call, real_complete = module.call_from, Recorder.complete
+    real_complete = Recorder.complete
     walked: list[float] = []
 
     def timed_complete(self, *args, **kwargs):
@@ -566,20 +567,12 @@ def _lean_parts(interleaved: Callable, repeats: int, floor: float, step: Callabl
 
     def lean():
         walked.append(0.0)
-        Recorder.complete = timed_complete
-        try:
-            with gl.trace(grads=False, saved=False):
-                step()
-        finally:
-            Recorder.complete = real_complete
+        with patched(Recorder, "complete", timed_complete), gl.trace(grads=False, saved=False):
+            step()
 
     def plain_calls():
-        module.call_from = _plain_call
-        try:
-            with gl.trace(grads=False, saved=False):
-                step()
-        finally:
-            module.call_from = real_call
+        with patched(module, "call_from", _plain_call), gl.trace(grads=False, saved=False):
+            step()
 
     res = interleaved({"plain": step, "lean": lean, "plain_calls": plain_calls}, repeats, floor, collect=True)
     plain = res["plain"]["median_s"]
@@ -590,6 +583,19 @@ def _lean_parts(interleaved: Callable, repeats: int, floor: float, step: Callabl
 
 def _plain_call(frame: Any, func: Callable, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name`` set to ``value`` inside the block, put back after, also on an error.  (A
+    trace entered in the same ``with`` statement, after it, still takes the caller's frame as its
+    block: only the patch lives in this generator.)"""
+    real = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, real)
 
 
 def consecutive(sides: dict[str, Callable[[], Any]], *, steps: int = 30, rounds: int = 2) -> dict[str, dict]:

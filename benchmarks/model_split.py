@@ -28,7 +28,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import graphlens as gl  # noqa: E402
-from floors import FactsFloorMode  # noqa: E402
+from floors import FactsFloorMode, patched  # noqa: E402
 from graphlens._live.recorder import Recorder  # noqa: E402
 
 
@@ -57,16 +57,6 @@ def _not_recorded(self: Any, *args: Any) -> None:
     return None
 
 
-@contextlib.contextmanager
-def _without_record():
-    real = Recorder.record
-    Recorder.record = _not_recorded  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        Recorder.record = real  # type: ignore[method-assign]
-
-
 def main(argv: list[str] | None = None) -> dict[str, tuple[float, float, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
@@ -91,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[float, float, float]]
     def sample(k: str) -> tuple[float, float, float]:
         if k != unrecorded:
             return split(model, ids, sides[k])
-        with _without_record():  # (switched around the sample: the trace's block stays split's own)
+        with patched(Recorder, "record", _not_recorded):  # (switched around the sample: the trace's block stays split's own)
             return split(model, ids, sides[k])
 
     for _ in range(3):

@@ -134,7 +134,7 @@ def collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], l
     single node, once the pattern repeats at least ``MIN_CHAIN`` times."""
     one, pred, succ = _links([e.src for e in edges], [e.dst for e in edges])
     by_id = {n.id: n for n in nodes}
-    simple = {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
+    simple = _simple(nodes, one)
     starts = [n.id for n in nodes if n.kind == "op" and n.id in simple]
     runs = find_chains(starts, lambda i: by_id[i].kind == "op", simple, pred, succ, lambda ids: [by_id[i].sig for i in ids])
     if not runs:
@@ -146,6 +146,18 @@ def collapse_chains(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], l
         new_nodes[members[0]] = node
         for m in members:
             alias[m] = node.id
+    return _replaced(nodes, edges, new_nodes, alias)
+
+
+def _simple(nodes: list[Node], one: set) -> set:
+    """The ids of ``nodes`` a chain or a strand may hold: one way in and one way out (``one``), an
+    op text or an unnamed tensor passing through (``sig``), nothing marked (no region, rank or highlight)."""
+    return {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
+
+
+def _replaced(nodes: list[Node], edges: list[Edge], new_nodes: Mapping[str, Node], alias: Mapping[str, str]) -> tuple[list[Node], list[Edge]]:
+    """``nodes`` with each node of ``new_nodes`` drawn in its first member's place (its key) and the
+    other members (``alias``: member id -> the new node's id) left out; the edges remapped to it."""
     out = []
     for n in nodes:
         if n.id in new_nodes:
@@ -165,7 +177,7 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
     once."""
     one, pred, succ = _links([e.src for e in edges], [e.dst for e in edges])
     plain = {(e.src, e.dst) for e in edges if e.kind == "flow"}
-    simple = {n.id for n in nodes if n.sig is not None and n.region is None and n.rank is None and not n.hl and n.id in one}
+    simple = _simple(nodes, one)
     by_id = {n.id: n for n in nodes}
     groups: dict[tuple, list[list[str]]] = {}
     for n in nodes:
@@ -194,13 +206,7 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
             alias[m] = node.id
     if not alias:
         return nodes, edges
-    out = []
-    for n in nodes:
-        if n.id in new_nodes:
-            out.append(new_nodes[n.id])
-        elif n.id not in alias:
-            out.append(n)
-    return out, remap_edges(edges, alias)
+    return _replaced(nodes, edges, new_nodes, alias)
 
 
 def _fan_node(first: Node, pattern: list[str], count: int, members: list[str]) -> Node:
