@@ -203,6 +203,33 @@ def _own_model_steps(steps: int) -> Any:
     return tr
 
 
+class _NormLayers(torch.nn.Module):
+    """Conv-BatchNorm-ReLU layers in one ``nn.Sequential``, called from a ``forward`` of the
+    program's own: each BatchNorm counts its batches in place, a call whose user frame holds
+    the whole model (walked for names at each such call until 2026-12-07, eighth session:
+    quadratic in the layers)."""
+
+    def __init__(self, layers: int) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(*[m for _ in range(layers) for m in (
+            torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())])
+
+    def forward(self, x):
+        return self.features(x).pow(2).mean()
+
+
+def _norm_layers_step(layers: int) -> Callable[[], Any]:
+    torch.manual_seed(0)
+    model = _NormLayers(layers)
+    x = torch.randn(1, 4, 8, 8)
+
+    def step() -> Any:
+        with gl.trace() as tr:
+            model(x).backward()
+        return tr
+    return step
+
+
 def _without_collector(f: Callable[[int], Any], size: int) -> Any:
     was = gc.isenabled()
     gc.disable()
@@ -249,6 +276,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "trace (chain)": lambda size: lambda: _chain_trace(size),
         # (the same with the collector off during the call: what the collector's full collections add)
         "trace (chain), collector off": lambda size: lambda: _without_collector(_chain_trace, size),
+        "trace (own model, BatchNorm layers)": lambda size: _norm_layers_step(size // 40),
         "tr.graph() (chain)": on_graph(lambda size: [_chain_trace(size) for _ in range(5)], lambda trs: trs.pop().graph()),
         "to_dot (unrolled LSTMCell)": on_graph(lambda steps: _lstm_snapshot(steps // 10), lambda g: to_dot(g).source),
         "to_dot (training loop)": on_graph(lambda size: _training_loop(size // 40).graph(), lambda g: to_dot(g).source),
@@ -274,7 +302,7 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
 
 def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
-    ``n / 10``, blocks of the training loop and its steps ``n / 40``, nested blocks ``n / 20``,
+    ``n / 10``, blocks of the training loop and its steps ``n / 40``, BatchNorm layers ``n / 40``, nested blocks ``n / 20``,
     leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``,
     the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``)."""
     with warnings.catch_warnings():

@@ -121,9 +121,10 @@ def strip_comment(line: str) -> str:
     return line.strip()
 
 
-def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+def _items(mapping: Mapping[str, Any], prefix: str = "", models: list | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """``(name, tensor)`` for the tensors directly in ``mapping``, then one level into
-    lists, tuples, dicts and modules."""
+    lists, tuples, dicts and modules; with ``models``, a module (and one an object of the
+    program holds) is not walked but appended there as ``(name, module)``."""
     later: list[tuple[str, torch.Tensor]] = []
     for key, value in list(mapping.items()):
         if type(key) is not str or key.startswith("_") or not key.isidentifier():
@@ -133,7 +134,10 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
         if issubclass(cls, torch.Tensor):
             yield name, value
         elif issubclass(cls, torch.nn.Module):
-            later.extend(_module_items(name, value))
+            if models is None:
+                later.extend(_module_items(name, value))
+            else:
+                models.append((name, value))
         elif issubclass(cls, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
             later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if issubclass(type(t), torch.Tensor))
         elif issubclass(cls, dict) and 0 < len(value) <= _MAX_CONTAINER:
@@ -147,7 +151,10 @@ def _items(mapping: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, 
             # An object of the program's own that holds models (agent.actor, trainer.model): their parameters by that path.
             for attr, sub in list(held.items())[:_MAX_CONTAINER]:
                 if issubclass(type(sub), _Module) and type(attr) is str and not attr.startswith("_"):
-                    later.extend(_module_items(f"{name}.{attr}", sub))
+                    if models is None:
+                        later.extend(_module_items(f"{name}.{attr}", sub))
+                    else:
+                        models.append((f"{name}.{attr}", sub))
     yield from later
 
 
@@ -236,10 +243,12 @@ def _module_items(name: str, module: torch.nn.Module) -> list[tuple[str, torch.T
     return params + attrs
 
 
-def frame_candidates(frame: FrameType | None, *, with_globals: bool = True, readable: bool = False) -> list[tuple[str, torch.Tensor]]:
+def frame_candidates(frame: FrameType | None, *, with_globals: bool = True, readable: bool = False,
+                     models: list | None = None) -> list[tuple[str, torch.Tensor]]:
     """The named tensors visible in ``frame``: its locals first, then its globals;
     ``readable``: only those whose node can be read without changing the program (see
-    :func:`graphlens._live.guard.node_unsafe`).
+    :func:`graphlens._live.guard.node_unsafe`); ``models``: the models among them are not
+    walked but appended there as ``(name, module)``, to be read later (:func:`_module_items`).
 
     On Python < 3.13 reading ``f_locals`` of a function frame fills a dict cached on the
     frame, the very one ``locals()`` returns.  When nobody else holds that dict it is
@@ -257,11 +266,13 @@ def frame_candidates(frame: FrameType | None, *, with_globals: bool = True, read
             # A loop variable (for p in model.parameters()) is left holding whatever it met
             # last: it names a tensor only where nothing else does (a module's qualified
             # parameter name, model.fc.bias, wins over the leftover p).
-            found = list(_items(local_map))
+            found = list(_items(local_map, models=models))
             out.extend(item for item in found if item[0] not in loops)
             out.extend(item for item in found if item[0] in loops)
+            if models:
+                models.sort(key=lambda item: item[0].partition(".")[0] in loops)  # (stable: a loop's leftover last)
         else:
-            out.extend(_items(local_map))
+            out.extend(_items(local_map, models=models))
     finally:
         if is_function:
             _let_go(frame, local_map)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import weakref
 from types import FrameType
 from typing import Any
 
 import torch
 
-from ..names import CALLER_NAME, OPTIMIZERS, _TORCH_DIR, frame_candidates, frame_values, is_internal, is_library, source_line, \
+from ..names import CALLER_NAME, OPTIMIZERS, _TORCH_DIR, _module_items, frame_candidates, frame_values, is_internal, is_library, source_line, \
     state_names, store_targets, user_frame
 from .finite import BOUNDED_DERIVATIVES, may_send_nonfinite
 
@@ -34,7 +35,7 @@ def _user_code(frame: FrameType) -> bool:
 
 class FrameNotes:
     """The part of :class:`~graphlens._live.recorder.Recorder` that reads the user's frames (a
-    mixin: it uses the recorder's ``frame``, ``code``, ``tnames``, ``inner_names``, ``inner_codes``,
+    mixin: it uses the recorder's ``frame``, ``code``, ``tnames``, ``inner_names``, ``inner_codes``, ``model_names``,
     ``where``, ``origins`` and ``index_of``)."""
 
     def note_origin(self, i: int) -> None:
@@ -69,14 +70,70 @@ class FrameNotes:
             names = self.inner_names  # (the block's own names win: see freeze)
             codes = self.inner_codes
             code = frame.f_code
-            for name, t in frame_candidates(frame, with_globals=False):
+            models: list = []
+            for name, t in frame_candidates(frame, with_globals=False, models=models):
                 i = self.index_of(t)
                 if i is not None and i not in names and any(t is x for x in ins):
                     if codes.setdefault(name, code) is not code:
                         continue  # (another function's src is another tensor: one name would mean two)
                     names[i] = name
+            if models:
+                self._name_in_models_later(models, ins, code)
         finally:
             del frame
+
+    def _name_in_models_later(self, models: list, ins: list, code: Any) -> None:
+        """The inputs of a noted call that the frame's own variables did not name may be held
+        by a model the frame holds (``self.bn1.num_batches_tracked``): walking it at every
+        such call would cost the model's size each time (a user's ``forward`` over a hundred
+        BatchNorm layers, each counting its batches in place, walked the whole model a
+        hundred times), so each model is kept weakly with the records it may name, and
+        walked once, when the graph is built (:meth:`name_from_models`)."""
+        names = self.inner_names
+        want = [i for i in map(self.index_of, ins) if i is not None and i not in names]
+        if not want:
+            return
+        later = self.model_names
+        for name, module in models:
+            key = (id(module), name, code)
+            entry = later.get(key)
+            if entry is None or entry[0]() is not module:
+                try:
+                    entry = later[key] = (weakref.ref(module), name, code, set())
+                except TypeError:  # (a module that cannot be weakly referenced: not named)
+                    continue
+            entry[3].update(want)
+
+    def name_from_models(self) -> None:
+        """Name, as :meth:`note_where` would have, the records still unnamed whose tensor a
+        model held by a noted frame holds now, under the same name (each model walked once).
+        A tensor the block names (its latest record) keeps the block's name for every
+        version; a model that died, or no longer holds the tensor, names nothing."""
+        later, self.model_names = self.model_names, {}
+        names, codes, tnames, refs = self.inner_names, self.inner_codes, self.tnames, self.refs
+        walked: dict[int, list] = {}
+        for ref, prefix, code, want in later.values():
+            wanted: dict[int, list] = {}  # id(tensor) -> its records (versions)
+            for i in sorted(want):
+                t = refs[i]() if i not in names else None
+                if t is not None and self.index_of(t) not in tnames:
+                    wanted.setdefault(id(t), []).append(i)
+            t = None
+            module = ref() if wanted else None
+            if module is None:
+                continue
+            items = walked.get(id(module))
+            if items is None:
+                items = walked[id(module)] = _module_items("", module)
+            for suffix, t in items:
+                found = wanted.pop(id(t), None)
+                if found is not None:
+                    name = prefix + suffix
+                    if codes.setdefault(name, code) is not code:
+                        continue  # (as in note_where)
+                    names.update(dict.fromkeys(found, name))
+                    if not wanted:
+                        break
 
     def note_factory(self, i: int) -> None:
         """Record ``i`` was made by a factory (``torch.full``) holding NaN or inf, or as a new leaf that

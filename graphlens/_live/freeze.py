@@ -108,6 +108,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
     del alive
     flowed = _flowed_by_tensor(rec)
     saved = _saved_of(rec, visited)
+    rec.name_from_models()  # (the models the noted inner frames held, walked once each)
     book = NameBook()
     try:
         book.add_explicit(names)

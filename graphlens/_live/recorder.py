@@ -84,6 +84,7 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
         self.where: dict[int, tuple[int, str | None]] = {}  # op -> (line, code) in the innermost user frame
         self.inner_names: dict[int, str] = {}  # record -> its name in that frame
         self.inner_codes: dict[str, Any] = {}  # an inner name -> the code of the function that gave it first
+        self.model_names: dict[tuple, tuple] = {}  # (id(model), name, code) -> (weakref to it, name, code, records it may name)
         self.factory_where: dict[int, tuple] = {}  # factory record holding NaN/inf -> (line, code) in the innermost user frame
         self.hook_lines: dict[int, list] = {}  # record -> [(line, code)] where a gradient hook was registered on it
         self.origins: dict[int, tuple[str, int]] = {}  # external record without history -> (file, line) of its first use
