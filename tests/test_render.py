@@ -707,8 +707,9 @@ def test_rows_of_a_wide_graph_are_deterministic_across_processes(tmp_path):
 
 
 def test_thousands_of_leaves_feeding_one_op_keep_graphviz_ranks():
-    """Rows for 2,000 leaves would make Graphviz lay out tens of thousands of edge bends: it ranks them itself."""
-    xs = [torch.randn(2, requires_grad=True) for _ in range(2000)]
+    """Rows for 2,000 parameters (each drawn as itself: alike unnamed leaves would be one node) would
+    make Graphviz lay out tens of thousands of edge bends: it ranks them itself."""
+    xs = [torch.nn.Parameter(torch.randn(2)) for _ in range(2000)]
     with gl.trace() as tr:
         torch.stack(xs).sum().backward()
     assert "minlen" not in to_dot(tr.graph()).source

@@ -172,41 +172,75 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
     A strand is a run of nodes each with one way in and one way out, nothing marked (what a
     chain is made of), holding an op; strands are alike when they run from the same node to
     the same node through the same op texts: ``torch.stack([x * w for w in ws])``'s products,
-    one per item, each reading ``x`` and feeding the stack.  The node drawn says how many, and
-    stands for every member (``members``); the edges into and out of the strands are drawn
-    once."""
-    one, pred, succ = _links([e.src for e in edges], [e.dst for e in edges])
-    plain = {(e.src, e.dst) for e in edges if e.kind == "flow"}
+    one per item, each reading ``x`` and feeding the stack.  A strand may also begin at a leaf
+    of its own that nothing else reads (``torch.stack([w * 2 for w in ws])``: each product's
+    ``w``), or be that leaf alone (``torch.stack(ws)``): such strands are alike when their
+    leaves are (unnamed or items of one list, the same shape, dtype and requires_grad; never a
+    parameter) and they end at the same node.  The node drawn says how many, and stands for
+    every member (``members``); the edges into and out of the strands are drawn once."""
+    srcs = [e.src for e in edges]
+    one, pred, succ = _links(srcs, [e.dst for e in edges])
+    plain = {(e.src, e.dst) for e in edges if e.kind == "flow" or e.kind == "variable"}
     simple = _simple(nodes, one)
     by_id = {n.id: n for n in nodes}
+    # (a leaf nothing draws an edge into, with one way out, nothing marked: where a strand may begin)
+    outs = Counter(srcs)
+    sources = {n.id for n in nodes if n.leaf is not None and n.region is None and n.rank is None and not n.hl
+               and n.id not in pred and outs[n.id] == 1}
     groups: dict[tuple, list[list[str]]] = {}
     for n in nodes:
-        if n.id not in simple or pred[n.id] in simple:  # (a strand starts where its way in is not part of one)
-            continue
-        strand = [n.id]
+        if n.id in sources:
+            strand = [n.id]
+            first = None
+        elif n.id not in simple or pred[n.id] in simple or pred[n.id] in sources:
+            continue  # (a strand starts where its way in is not part of one)
+        else:
+            strand = [n.id]
+            first = pred[n.id]
         while succ[strand[-1]] in simple and len(strand) <= len(simple):
             strand.append(succ[strand[-1]])
-        first, last = pred[n.id], succ[strand[-1]]
-        ends = [first, *strand, last]
+        last = succ[strand[-1]]
+        ends = [*strand, last] if first is None else [first, *strand, last]
         if not all(pair in plain for pair in zip(ends, ends[1:])):  # (a detach on the way: drawn as it is)
             continue
         sigs = tuple(by_id[i].sig for i in strand)
-        if not any(sigs):  # (tensors alone: no op to say what the strands do)
+        if first is None:
+            sigs = (by_id[strand[0]].leaf[1], *sigs[1:])  # type: ignore[index]
+        elif not any(sigs):  # (tensors alone: no op to say what the strands do)
             continue
         groups.setdefault((first, last, sigs, n.scope), []).append(strand)
     alias: dict[str, str] = {}
     new_nodes: dict[str, Node] = {}
-    for (_, _, sigs, _), strands in groups.items():
+    for (first, _, sigs, _), strands in groups.items():
         if len(strands) < MIN_CHAIN:
             continue
         members = [m for strand in strands for m in strand]
-        node = _fan_node(by_id[next(i for i in strands[0] if by_id[i].sig)], [s for s in sigs if s], len(strands), members)
+        if first is None:
+            node = _leaf_fan_node(by_id, strands, [s for s in sigs[1:] if s])
+        else:
+            node = _fan_node(by_id[next(i for i in strands[0] if by_id[i].sig)], [s for s in sigs if s], len(strands), members)
         new_nodes[strands[0][0]] = node
         for m in members:
             alias[m] = node.id
     if not alias:
         return nodes, edges
     return _replaced(nodes, edges, new_nodes, alias)
+
+
+def _leaf_fan_node(by_id: Mapping[str, Node], strands: list[list[str]], pattern: list[str]) -> Node:
+    """The node drawn for alike strands that each begin at a leaf of their own (``pattern``: the
+    op texts after it, none for leaves alone): the leaves' first and last names, how many, their shape."""
+    leaves = [by_id[strand[0]] for strand in strands]
+    names = f"{esc(leaves[0].leaf[0])} … {esc(leaves[-1].leaf[0])}"  # type: ignore[index]
+    shape, dtype, grad, _ = leaves[0].leaf[1]  # type: ignore[index]
+    what = f"leaves{' requiring grad' if grad else ''}, shape [{', '.join(map(str, shape))}], {dtype}"
+    count = len(strands)
+    members = [m for strand in strands for m in strand]
+    if not pattern:
+        return _many_node("fan_", leaves[0], f"{names} <B>×{count:,}</B>", f"{count:,} alike {what}: side by side", members)
+    ops = esc(pattern[0]) if len(pattern) == 1 else f"({esc(', '.join(pattern))})"
+    return _many_node("fan_", leaves[0], f"{ops} <B>×{count:,}</B>", f"{count:,} alike strands side by side, each from its own leaf: {names} ({what})",
+                      members)
 
 
 def _fan_node(first: Node, pattern: list[str], count: int, members: list[str]) -> Node:

@@ -76,9 +76,12 @@ def legend_label(nodes: list[Node], edges: list[Edge], graph: Graph, o: Options,
         )
     if kinds & {"box", "chain"}:
         steps = any(n.kind == "box" and n.id.startswith("step_") for n in nodes)
-        fans = any(n.kind == "chain" and n.id.startswith("fan_") for n in nodes)
-        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain" + (" / no_grad step" if steps else "")
-                           + (" / alike ops side by side" if fans else "")))
+        fans = [n for n in nodes if n.kind == "chain" and n.id.startswith("fan_")]
+        leaves = [n for n in fans if " alike leaves" in n.label]  # (leaves alone, see chains._leaf_fan_node)
+        alike = " / alike ops side by side" if len(leaves) < len(fans) else ""
+        if leaves:
+            alike += " / alike leaves side by side"
+        rows.append(swatch(BOX_FILL, BOX_BORDER, 1, "collapsed submodule / chain" + (" / no_grad step" if steps else "") + alike))
     if any(n.frozen for n in nodes):
         rows.append(
             f'<TR><TD STYLE="dashed" BGCOLOR="{FROZEN_FILL}" COLOR="{FROZEN_BORDER}" BORDER="1" WIDTH="22" HEIGHT="12" FIXEDSIZE="TRUE"></TD>'

@@ -23,7 +23,7 @@ class Node:
     chain never make theirs."""
 
     __slots__ = ("id", "kind", "_label", "_make", "attrs", "region", "inner", "scope", "sig", "rank", "members", "hl", "rg", "param",
-                 "named", "frozen", "content", "backward")
+                 "named", "frozen", "content", "backward", "leaf")
 
     def __init__(self, id: str, kind: str, label: str | None, attrs: dict, *, region=None, scope=None, sig=None, hl=False, rg=False,
                  param=False, named=False, make: tuple | None = None, backward=False):
@@ -45,6 +45,7 @@ class Node:
         self.frozen = False
         self.content: tuple = ()  # a box's members, as (kind, op text, marks): what makes two boxes alike
         self.backward = backward  # an op that recorded a backward node (so its result needs grad)
+        self.leaf: tuple | None = None  # an unnamed leaf's or a listed one's (name or id, (shape, dtype, requires_grad, list)): what makes two alike
 
     @property
     def label(self) -> str:
@@ -119,8 +120,13 @@ def tensor_node(t: TensorNode, o: Options, node_id: str | None = None, *, chaina
     tooltip = f"{t.label}: {kind}, requires_grad={t.requires_grad}"
     attrs["tooltip"] = graphviz.nohtml(tooltip)
     sig = "" if chainable and t.name is None and not t.is_leaf and t.grad is None and not hl else None
-    return Node(node_id or t.id, "tensor", None, attrs, region=t.region, scope=t.scope, sig=sig, hl=hl,
+    node = Node(node_id or t.id, "tensor", None, attrs, region=t.region, scope=t.scope, sig=sig, hl=hl,
                 rg=t.requires_grad, param=t.is_parameter, named=t.name is not None, make=(_tensor_label, (t, o, hl)))
+    if t.is_leaf and not t.is_parameter and (t.name is None or t.name.endswith("]")):
+        # (an unnamed leaf, or an item of a list or dict, ws[3]: one of many alike; a parameter or a
+        # leaf of its own name is drawn as itself)
+        node.leaf = (t.label, (t.shape, t.dtype, t.requires_grad, None if t.name is None else t.name.partition("[")[0]))
+    return node
 
 
 def _tensor_label(t: TensorNode, o: Options, hl: bool) -> str:
