@@ -318,3 +318,19 @@ def test_step_that_updates_many_parameters_holds_them():
     assert re.search(r"no_grad step: \d+ ops.*?; updates 26 parameters<", large)
     (frame,) = _frames(large)
     assert "iterations 2 … 9 " in frame
+
+
+def test_each_leaf_accumulate_grad_folds_with_its_iteration():
+    """In the function view, an unnamed leaf that one iteration of a loop reads goes with that
+    iteration, and so does its AccumulateGrad: ``sum((v * 2).sum() for v in d.values())`` over 100
+    leaves draws one AccumulateGrad inside the loop's frame (it drew 99 beside it: 111 nodes)."""
+    torch.manual_seed(0)
+    d = {f"k{i}": torch.randn(3, requires_grad=True) for i in range(100)}
+    with gl.trace() as tr:
+        loss = sum((v * 2).sum() for v in d.values())
+        loss.backward()
+    g = tr.graph()
+    data, fn = to_dot(g).source, to_dot(g, view="function").source
+    assert len(_frames(fn)) == 1 and _frames(fn) == _frames(data)
+    assert fn.count("[label=<AccumulateGrad>") == 2  # (the loop's one, and the last leaf's after it)
+    assert _nodes(fn) < 20

@@ -120,6 +120,31 @@ def test_alike_leaves_alone_are_one_node():
     assert "AccumulateGrad <B>×300</B>" in fn and node_count(fn) < 10
 
 
+def test_strands_from_two_leaves_of_their_own_are_one_node():
+    """``torch.stack([x * y for x, y in zip(xs, ys)])`` over 200 pairs of leaves (604 nodes flat,
+    10 s of Graphviz's layout at 100 pairs) is one node standing for every leaf and product, in both
+    views; a stack of 200 leaves beside it is still one node of its own."""
+    xs = [torch.randn(3, requires_grad=True) for _ in range(200)]
+    ys = [torch.randn(3, requires_grad=True) for _ in range(200)]
+    g = gl.snapshot(torch.stack([x * y for x, y in zip(xs, ys)]).sum())
+    _, nodes, edges, _, _ = build_scene(g, "data", "forward", True, True, True, False, None, 16, 4, MAX_NODES, None)
+    (fan,) = [n for n in nodes if n.id.startswith("fan_")]
+    muls = {op.id for op in g.ops if op.name == "MulBackward0"}
+    assert set(fan.members) == muls | {t.id for t in g.leaves} and len(fan.members) == 600
+    assert "MulBackward0 <B>×200</B>" in fan.label and "each from 2 leaves of its own" in fan.label
+    assert len(nodes) < 10
+    fn = to_dot(g, view="function").source
+    assert "(AccumulateGrad, AccumulateGrad, MulBackward0) <B>×200</B>" in fn and node_count(fn) < 10
+
+
+def test_an_op_gathering_all_the_leaves_leaves_them_alike():
+    """An op that reads many leaves of their own (the stack itself) is not one strand: its leaves
+    are the alike ones, one node, and the stack stays drawn."""
+    ws = [torch.randn(3, requires_grad=True) for _ in range(300)]
+    source = to_dot(gl.snapshot(torch.stack(ws).sum())).source
+    assert "×300" in source and "StackBackward0" in source and node_count(source) < 10
+
+
 def test_leaves_of_two_shapes_are_two_fans():
     """Leaves are alike when their shape, dtype and flags are: 150 of shape [2] and 150 of shape [3]
     feeding one cat are two nodes, each naming its own."""

@@ -172,43 +172,74 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
     A strand is a run of nodes each with one way in and one way out, nothing marked (what a
     chain is made of), holding an op; strands are alike when they run from the same node to
     the same node through the same op texts: ``torch.stack([x * w for w in ws])``'s products,
-    one per item, each reading ``x`` and feeding the stack.  A strand may also begin at a leaf
-    of its own that nothing else reads (``torch.stack([w * 2 for w in ws])``: each product's
-    ``w``), or be that leaf alone (``torch.stack(ws)``): such strands are alike when their
-    leaves are (unnamed or items of one list, the same shape, dtype and requires_grad; never a
-    parameter) and they end at the same node.  The node drawn says how many, and stands for
-    every member (``members``); the edges into and out of the strands are drawn once."""
+    one per item, each reading ``x`` and feeding the stack.  A strand may also begin at leaves
+    of its own that nothing else reads: one (``torch.stack([w * 2 for w in ws])``: each
+    product's ``w``; ``torch.stack(ws)``: the leaf alone) or several that one op gathers
+    (``torch.stack([x * y for x, y in zip(xs, ys)])``); such strands are alike when their leaves
+    are (unnamed or items of one list, the same shape, dtype and requires_grad; never a
+    parameter), their ops the same, and they end at the same node.  The node drawn says how
+    many, and stands for every member (``members``); the edges into and out of the strands are
+    drawn once."""
     srcs = [e.src for e in edges]
     one, pred, succ = _links(srcs, [e.dst for e in edges])
     plain = {(e.src, e.dst) for e in edges if e.kind == "flow" or e.kind == "variable"}
     simple = _simple(nodes, one)
     by_id = {n.id: n for n in nodes}
-    # (a leaf nothing draws an edge into, with one way out, nothing marked: where a strand may begin)
-    outs = Counter(srcs)
-    sources = {n.id for n in nodes if n.leaf is not None and n.region is None and n.rank is None and not n.hl
-               and n.id not in pred and outs[n.id] == 1}
-    groups: dict[tuple, list[list[str]]] = {}
-    for n in nodes:
-        if n.id in sources:
-            strand = [n.id]
-            first = None
-        elif n.id not in simple or pred[n.id] in simple or pred[n.id] in sources:
-            continue  # (a strand starts where its way in is not part of one)
-        else:
-            strand = [n.id]
-            first = pred[n.id]
+
+    def run_from(strand: list[str]) -> list[str]:
         while succ[strand[-1]] in simple and len(strand) <= len(simple):
             strand.append(succ[strand[-1]])
+        return strand
+
+    # (a leaf nothing draws an edge into, with one way out, nothing marked: where a strand may
+    # begin, running on through nodes with one way in and out; several of them may end at one op)
+    outs = Counter(srcs)
+    own = {n.id: run_from([n.id]) for n in nodes if n.leaf is not None and n.region is None and n.rank is None
+           and not n.hl and n.id not in pred and outs[n.id] == 1}
+
+    def keyed(n: Node, first: str | None, starts: list[list[str]], body: list[str]) -> tuple | None:
+        """``(key, strand)`` of a strand (``first``: the node before it; ``starts``: the runs from its
+        own leaves; ``body``: its run from its op on), or None where it is not one."""
+        strand = [*(m for run in starts for m in run), *body]
         last = succ[strand[-1]]
-        ends = [*strand, last] if first is None else [first, *strand, last]
-        if not all(pair in plain for pair in zip(ends, ends[1:])):  # (a detach on the way: drawn as it is)
-            continue
-        sigs = tuple(by_id[i].sig for i in strand)
+        # (the runs whose every step must be a plain edge: a detach on the way is drawn as it is)
+        if first is not None:
+            paths = [[first, *body, last]]
+        elif body:
+            paths = [[*run, body[0]] for run in starts] + [[*body, last]]
+        else:
+            paths = [[*starts[0], last]]
+        if not all(pair in plain for path in paths for pair in zip(path, path[1:])):
+            return None
         if first is None:
-            sigs = (by_id[strand[0]].leaf[1], *sigs[1:])  # type: ignore[index]
-        elif not any(sigs):  # (tensors alone: no op to say what the strands do)
+            leaves = tuple((by_id[run[0]].leaf[1], *(by_id[i].sig for i in run[1:])) for run in starts)  # type: ignore[index]
+            sigs: tuple = (leaves, *(by_id[i].sig for i in body))
+        else:
+            sigs = tuple(by_id[i].sig for i in strand)
+            if not any(sigs):  # (tensors alone: no op to say what the strands do)
+                return None
+        return (first, last, sigs, n.scope), strand
+
+    groups: dict[tuple, list[list[str]]] = {}
+    # (an op gathering leaves of its own, x * y for x, y in zip(xs, ys): its strand holds them when
+    # enough alike ones are side by side; else each leaf is a strand of its own)
+    for g, leaves in _gathers(nodes, edges, own, outs).items():
+        hit = keyed(by_id[g], None, [own[i] for i in leaves], run_from([g]))
+        if hit is not None:
+            groups.setdefault(hit[0], []).append(hit[1])
+    taken = {m for strands in groups.values() if len(strands) >= MIN_CHAIN for strand in strands for m in strand}
+    groups = {k: v for k, v in groups.items() if len(v) >= MIN_CHAIN}
+    for n in nodes:
+        if n.id in taken:
             continue
-        groups.setdefault((first, last, sigs, n.scope), []).append(strand)
+        if n.id in own:
+            hit = keyed(n, None, [own[n.id]], [])
+        elif n.id not in simple or pred[n.id] in simple or pred[n.id] in own:
+            continue  # (a strand starts where its way in is not part of one)
+        else:
+            hit = keyed(n, pred[n.id], [], run_from([n.id]))
+        if hit is not None:
+            groups.setdefault(hit[0], []).append(hit[1])
     alias: dict[str, str] = {}
     new_nodes: dict[str, Node] = {}
     for (first, _, sigs, _), strands in groups.items():
@@ -216,7 +247,8 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
             continue
         members = [m for strand in strands for m in strand]
         if first is None:
-            node = _leaf_fan_node(by_id, strands, [s for s in sigs[1:] if s])
+            pattern = [x for s in sigs[0] for x in s[1:] if x] + [x for x in sigs[1:] if x]
+            node = _leaf_fan_node(by_id, strands, pattern, len(sigs[0]))
         else:
             node = _fan_node(by_id[next(i for i in strands[0] if by_id[i].sig)], [s for s in sigs if s], len(strands), members)
         new_nodes[strands[0][0]] = node
@@ -227,19 +259,38 @@ def collapse_fans(nodes: list[Node], edges: list[Edge]) -> tuple[list[Node], lis
     return _replaced(nodes, edges, new_nodes, alias)
 
 
-def _leaf_fan_node(by_id: Mapping[str, Node], strands: list[list[str]], pattern: list[str]) -> Node:
-    """The node drawn for alike strands that each begin at a leaf of their own (``pattern``: the
-    op texts after it, none for leaves alone): the leaves' first and last names, how many, their shape."""
-    leaves = [by_id[strand[0]] for strand in strands]
+def _gathers(nodes: list[Node], edges: list[Edge], own: Mapping[str, list[str]], outs: Counter) -> dict[str, list[str]]:
+    """``{op: the leaves whose strands it gathers, in the order of its ways in}``: each unmarked op
+    with one way out whose ways in (two or more) are all the ends of strands from leaves of their own."""
+    ends = {s[-1]: leaf for leaf, s in own.items()}
+    into: dict[str, list[str]] = {}
+    for e in edges:
+        into.setdefault(e.dst, []).append(e.src)
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        ins = into.get(n.id)
+        if (ins and len(ins) > 1 and n.kind == "op" and n.sig and n.region is None and n.rank is None and not n.hl
+                and outs[n.id] == 1 and all(i in ends for i in ins)):
+            out[n.id] = [ends[i] for i in ins]
+    return out
+
+
+def _leaf_fan_node(by_id: Mapping[str, Node], strands: list[list[str]], pattern: list[str], per: int) -> Node:
+    """The node drawn for alike strands that each begin at ``per`` leaves of their own (``pattern``:
+    the op texts after them, none for leaves alone): the leaves' first and last names, how many, their kind."""
+    leaves = [by_id[m] for strand in strands for m in strand if by_id[m].leaf is not None]
     names = f"{esc(leaves[0].leaf[0])} … {esc(leaves[-1].leaf[0])}"  # type: ignore[index]
-    shape, dtype, grad, _ = leaves[0].leaf[1]  # type: ignore[index]
-    what = f"leaves{' requiring grad' if grad else ''}, shape [{', '.join(map(str, shape))}], {dtype}"
+    looks = list(dict.fromkeys(n.leaf[1] for n in leaves[:per]))  # type: ignore[index]
+    grad = " requiring grad" if all(look[2] for look in looks) else ""
+    shapes = " and ".join(f"[{', '.join(map(str, look[0]))}]" for look in looks)
+    what = f"leaves{grad}, shape{'s' if len(looks) > 1 else ''} {shapes}, {', '.join(dict.fromkeys(look[1] for look in looks))}"
     count = len(strands)
     members = [m for strand in strands for m in strand]
     if not pattern:
         return _many_node("fan_", leaves[0], f"{names} <B>×{count:,}</B>", f"{count:,} alike {what}: side by side", members)
     ops = esc(pattern[0]) if len(pattern) == 1 else f"({esc(', '.join(pattern))})"
-    return _many_node("fan_", leaves[0], f"{ops} <B>×{count:,}</B>", f"{count:,} alike strands side by side, each from its own leaf: {names} ({what})",
+    own = "its own leaf" if per == 1 else f"{per} leaves of its own"
+    return _many_node("fan_", leaves[0], f"{ops} <B>×{count:,}</B>", f"{count:,} alike strands side by side, each from {own}: {names} ({what})",
                       members)
 
 

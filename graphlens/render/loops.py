@@ -354,6 +354,13 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
             iteration[op.id] = own[op.variable]
     between: dict[str, int] | None = None
     read = {t.id for t in graph.tensors if t.op is None and t.id not in kept and t.id not in own}
+    # (such a leaf, unnamed, that one iteration alone reads goes with it, below: in the function
+    # view its AccumulateGrad goes with it too, not drawn once per iteration beside the loop)
+    for op in graph.ops:
+        if op.is_accumulate_grad and op.id not in iteration and op.variable in read:
+            users = {iteration.get(c) for c in consumers.get(op.variable, ())}
+            if len(users) == 1 and None not in users:
+                iteration[op.id] = users.pop()
     blocks: dict[int, list[Node]] = {}
     for n in nodes:
         i = iteration.get(n.id)
