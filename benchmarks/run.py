@@ -21,7 +21,9 @@ alternate, so both see the same machine load):
     (default, grads=False, both off, a loop written inline in the block) and on real models
     (a 2-layer GPT-2 from its config, a resnet18-like net);
 (g) how each public call's time grows when the program doubles (``benchmarks/growth.py``):
-    about 2 is linear, above 2.5 flagged.
+    about 2 is linear, above 2.5 flagged;
+(h) wide programs' pictures (``benchmarks/wide.py``): the nodes each draws and the seconds the
+    layout program takes, flagged above ``max_nodes`` or 2 s.
 
 It prints a table and writes JSON (default ``benchmarks/results.json``).
 """
@@ -515,6 +517,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--skip-f", action="store_true", help="leave out part (f), issue 24's targets beside their floors")
     parser.add_argument("--skip-g", action="store_true", help="leave out part (g), each call's growth from n to 2n")
+    parser.add_argument("--skip-h", action="store_true", help="leave out part (h), wide programs' pictures and their layout time")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -534,6 +537,10 @@ def main(argv: list[str] | None = None) -> dict:
         from growth import part_g
 
         result["growth"] = part_g(1000 if args.quick else 2000)
+    if not args.skip_h:
+        from wide import part_h
+
+        result["wide"] = part_h((50, 150) if args.quick else (100, 300))
     result["targets"] = verdicts(result)
     if "issue24" in result:
         result["targets"].update(verdicts_f(result["issue24"]))
@@ -543,6 +550,10 @@ def main(argv: list[str] | None = None) -> dict:
         from growth import show_g
 
         show_g(result["growth"])
+    if "wide" in result:
+        from wide import show_h
+
+        show_h(result["wide"])
     Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {args.json}")
     return result

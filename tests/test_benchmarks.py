@@ -241,3 +241,25 @@ def test_the_promises_floor_calls_from_the_users_line_and_walks_every_node_once(
         loss = (x * 3).sum()
         loss.backward()
     assert len(with_grads.flowed) == 3 and len(with_grads.edges) == 3  # (SumBackward0, MulBackward0, x's AccumulateGrad)
+
+
+def test_the_wide_programs_fit_in_a_picture_but_the_tree():
+    """Part (h)'s wide programs, at 200 items, each draw within ``max_nodes`` in both views (each
+    drew hundreds of nodes, seconds of layout, before alike leaves folded); the pairwise sum tree,
+    which no fold finds yet, does not, and is what the part flags."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import wide
+    finally:
+        sys.path.remove(str(BENCH))
+    from graphlens.render import to_dot
+    from graphlens.render.style import MAX_NODES
+
+    for name, make in wide.programs().items():
+        torch.manual_seed(0)
+        g = make(200)
+        drawn = {view: wide._nodes(to_dot(g, view=view).source) for view in ("data", "function")}
+        if name.startswith("pairwise sum tree"):
+            assert min(drawn.values()) > MAX_NODES, drawn
+        else:
+            assert max(drawn.values()) <= 20, (name, drawn)
