@@ -126,6 +126,13 @@ def _items(mapping: Mapping[str, Any], prefix: str = "", models: list | None = N
     lists, tuples, dicts and modules; with ``models``, a module (and one an object of the
     program holds) is not walked but appended there as ``(name, module)``."""
     later: list[tuple[str, torch.Tensor]] = []
+
+    def model(name: str, module: torch.nn.Module) -> None:
+        if models is None:
+            later.extend(_module_items(name, module))
+        else:
+            models.append((name, module))
+
     for key, value in list(mapping.items()):
         if type(key) is not str or key.startswith("_") or not key.isidentifier():
             continue  # (private, or a tool's own: pytest's assertion rewriting stores in @py_assert1)
@@ -134,10 +141,7 @@ def _items(mapping: Mapping[str, Any], prefix: str = "", models: list | None = N
         if issubclass(cls, torch.Tensor):
             yield name, value
         elif issubclass(cls, torch.nn.Module):
-            if models is None:
-                later.extend(_module_items(name, value))
-            else:
-                models.append((name, value))
+            model(name, value)
         elif issubclass(cls, (list, tuple)) and 0 < len(value) <= _MAX_CONTAINER:
             later.extend((f"{name}[{i}]", t) for i, t in enumerate(value) if issubclass(type(t), torch.Tensor))
         elif issubclass(cls, dict) and 0 < len(value) <= _MAX_CONTAINER:
@@ -151,10 +155,7 @@ def _items(mapping: Mapping[str, Any], prefix: str = "", models: list | None = N
             # An object of the program's own that holds models (agent.actor, trainer.model): their parameters by that path.
             for attr, sub in list(held.items())[:_MAX_CONTAINER]:
                 if issubclass(type(sub), _Module) and type(attr) is str and not attr.startswith("_"):
-                    if models is None:
-                        later.extend(_module_items(f"{name}.{attr}", sub))
-                    else:
-                        models.append((f"{name}.{attr}", sub))
+                    model(f"{name}.{attr}", sub)
     yield from later
 
 
