@@ -84,12 +84,13 @@ def _training_loop(blocks: int) -> Any:
     return tr
 
 
-def _training_steps(steps: int) -> Any:
-    """A traced training loop of ``steps`` SGD steps on a small MLP: a root per step, and an
-    update under no_grad in every step (drawn inside the folded loop's frame since 2026-12-07)."""
+def _training_steps(steps: int, optimizer: type = torch.optim.SGD) -> Any:
+    """A traced training loop of ``steps`` SGD steps (or ``optimizer``'s) on a small MLP: a root per
+    step, and an update under no_grad in every step (drawn inside the folded loop's frame since
+    2026-12-07). With Adam, each step's state is made from the step before's."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = optimizer(model.parameters(), lr=0.01)
     x = torch.randn(4, 4)
     with gl.trace(module=model) as tr:
         for _ in range(steps):
@@ -285,6 +286,9 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "explain (nested blocks)": on_graph(lambda size: _nested_blocks(size // 20), lambda ml: gl.explain(ml[0][0][0].weight, ml[1])),
         "to_dot (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).graph(), lambda g: to_dot(g).source),
         "replay page (training loop, steps)": on_graph(lambda size: _training_steps(size // 40).replay(), lambda rp: rp.to_html()),
+        # (the page placed each node outside every module once per pass over all of them, and
+        # Adam's state took one pass a step: 43 s at 800 steps before 2026-12-07, ninth session)
+        "explorer page (Adam steps)": on_graph(lambda size: _training_steps(size // 40, torch.optim.Adam).graph(), lambda g: g.to_html()),
         "replay page (wide sum)": on_graph(lambda size: _wide_sum(size // 4).replay(), lambda rp: rp.to_html()),
         "to_dot (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).graph(), lambda g: to_dot(g).source),
         "replay page (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).replay(), lambda rp: rp.to_html()),

@@ -190,16 +190,23 @@ def test_the_growth_part_flags_a_call_that_grows_faster_than_its_program():
         sys.path.remove(str(BENCH))
 
     def linear(size):
-        data = list(range(size * 200))
+        data = list(range(size * 2000))  # (milliseconds a call: long enough that caches don't skew the ratio)
         return lambda: sum(data)
 
     def quadratic(size):
         data = list(range(size))
         return lambda: sum(1 for a in data for b in data if a == b)
 
-    rows = {r["call"]: r for r in growth.growth({"linear": linear, "quadratic": quadratic}, 600, samples=3)}
-    assert not rows["linear"]["superlinear"] and 1.5 < rows["linear"]["growth"] < growth.SUPERLINEAR
-    assert rows["quadratic"]["superlinear"] and rows["quadratic"]["growth"] > 3
+    # (this machine's neighbours can slow one size for a while: each call gets three tries, and a
+    # growth() that timed the wrong thing would read wrong in every one)
+    linear_ok = quadratic_ok = False
+    for _ in range(3):
+        rows = {r["call"]: r for r in growth.growth({"linear": linear, "quadratic": quadratic}, 600, samples=3)}
+        linear_ok |= not rows["linear"]["superlinear"] and 1.5 < rows["linear"]["growth"] < growth.SUPERLINEAR
+        quadratic_ok |= rows["quadratic"]["superlinear"] and rows["quadratic"]["growth"] > 3
+        if linear_ok and quadratic_ok:
+            break
+    assert linear_ok and quadratic_ok
 
 
 def test_the_model_split_times_each_side_and_puts_the_recorder_back(floors):

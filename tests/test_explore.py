@@ -154,6 +154,28 @@ def test_nodes_no_root_reaches_are_grouped():
     assert next(n for n in data["nodes"] if n.get("n") == "w")["s"] == -1
 
 
+def test_optimizer_state_goes_with_the_module_of_its_parameter_in_every_step():
+    """An Adam loop's state, made outside every module and each step's from the step before's, is placed, every version, with the module whose parameter it updates."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    opt = torch.optim.Adam(m.parameters(), lr=0.01)
+    x = torch.randn(4, 4)
+    steps = 12
+    with gl.trace(module=m) as tr:
+        for _ in range(steps):
+            opt.zero_grad()
+            m(x).pow(2).mean().backward()
+            opt.step()
+    data = explore_data(tr.graph())
+    modules = [mod["n"] for mod in data["modules"]]
+    state = [n for n in data["nodes"] if n.get("n", "").startswith("opt.state[")]
+    for layer in ("0", "2"):
+        for kind in ("exp_avg'", "exp_avg_sq'"):
+            mine = [n for n in state if n["n"].startswith(f"opt.state[m.{layer}.weight]") and n["n"].endswith(kind + "]")]
+            assert len(mine) >= steps  # (a version per step, at least)
+            assert {modules[n["s"]] for n in mine} == {layer}
+            assert all(n.get("a") == 1 for n in mine)
+
 # -- running a script ----------------------------------------------------------------------
 def _script(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "prog.py"

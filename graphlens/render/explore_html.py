@@ -165,21 +165,26 @@ def _adopt(graph: Graph, ids: list[str], edges, scope_of: dict) -> set[str]:
                     adopted.add(t.id)
                     break
     succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
     for e in edges:
         succ.setdefault(e.src, []).append(e.dst)
-    changed = True
-    while changed:
-        changed = False
-        for i in reversed(ids):
-            if scope_of[i] is not None or i not in succ:
-                continue
-            where = {scope_of[j] for j in succ[i]}
-            if len(where) == 1:
-                (s,) = where
-                if s is not None and s != UNCONNECTED:
-                    scope_of[i] = s
-                    adopted.add(i)
-                    changed = True
+        pred.setdefault(e.dst, []).append(e.src)
+    # (a node is placed once every successor has a module, and one module at that: each node is
+    # looked at again only when one of its successors was placed, so a long training loop's chain
+    # of optimizer steps is walked once, not once per step)
+    todo = [i for i in ids if scope_of[i] is None and i in succ]
+    drawn = set(todo)
+    while todo:
+        i = todo.pop()
+        if scope_of[i] is not None:
+            continue
+        where = {scope_of[j] for j in succ[i]}
+        if len(where) == 1:
+            (s,) = where
+            if s is not None and s != UNCONNECTED:
+                scope_of[i] = s
+                adopted.add(i)
+                todo.extend(p for p in pred.get(i, ()) if p in drawn and scope_of[p] is None)
     return adopted
 
 
