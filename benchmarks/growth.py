@@ -298,6 +298,10 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "to_dot (own model, steps)": on_graph(lambda size: _own_model_steps(size // 40).graph(), lambda g: to_dot(g).source),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
         "memory (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.memory()),
+        # (each op's next edges, asked of every op of a fresh Graph: a scan of every edge per op
+        # before 2026-12-07, ninth session)
+        "g.inputs(op) of every op (chain)": on_graph(lambda size: _chain_trace(size).graph(),
+                                                     lambda g: (lambda h: [h.inputs(op) for op in h.ops])(gl.Graph(g.tensors, g.ops, g.edges))),
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
         "from_json (chain)": json_of,
         "compare (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: gl.compare(g, g)),

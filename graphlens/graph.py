@@ -185,7 +185,7 @@ class Graph:
     :meth:`tensor` (and what needs the live tensor) behaves as for a freed tensor.
     """
 
-    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_refs", "_notes", "__weakref__")
+    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_next_edges", "_refs", "_notes", "__weakref__")
 
     def __init__(
         self,
@@ -207,6 +207,7 @@ class Graph:
         self._source = source
         self._index: dict[str, TensorNode | OpNode] | None = None
         self._adj: Adjacency | None = None
+        self._next_edges: dict[str, tuple[Edge, ...]] | None = None
         self._refs = dict(refs or {})
         self._notes: dict[str, tuple[str, ...]] = {
             k: (v,) if isinstance(v, str) else tuple(v) for k, v in (notes or {}).items()
@@ -331,7 +332,13 @@ class Graph:
     def inputs(self, op: str | OpNode) -> tuple[Edge, ...]:
         """The ``next`` edges of an op (its ``next_functions``), ordered by ``input_nr``."""
         op_id = self._id_of(op, "op", OpNode)
-        return tuple(sorted((e for e in self.edges if e.kind == "next" and e.src == op_id), key=lambda e: e.input_nr))
+        if self._next_edges is None:  # (built once: asked of every op, a scan each would be quadratic)
+            by_op: dict[str, list[Edge]] = {}
+            for e in self.edges:
+                if e.kind == "next":
+                    by_op.setdefault(e.src, []).append(e)
+            self._next_edges = {k: tuple(sorted(v, key=lambda e: e.input_nr)) for k, v in by_op.items()}
+        return self._next_edges.get(op_id, ())
 
     def next_ops(self, op: str | OpNode) -> tuple[OpNode, ...]:
         """The ops in an op's ``next_functions``, ordered by ``input_nr`` (backward direction)."""

@@ -57,6 +57,30 @@ def test_find_node_inputs_producer_and_counts():
         g.find("nope")
 
 
+def test_inputs_follow_next_functions_in_order_for_every_op():
+    """g.inputs(op) lists, for every op, one edge per non-None entry of its grad_fn's next_functions, by input_nr, to that entry's node."""
+    torch.manual_seed(0)
+    a = torch.randn(3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    c = torch.randn(3)  # (no grad: a None entry in next_functions)
+    y = torch.cat([a * c, b, a + b, torch.addcmul(a, b, c)]).sum()
+    g = gl.snapshot(y)
+    checked = 0
+    stack, seen = [y.grad_fn], set()
+    while stack:  # (torch's own graph, walked here: each grad_fn against its op's inputs)
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen.add(fn)
+        op = next(o for o in g.ops if o.name == type(fn).__name__ and [g.node(e.dst).name for e in g.inputs(o)] == [type(f).__name__ for f, _ in fn.next_functions if f is not None])
+        edges = g.inputs(op)
+        assert [e.input_nr for e in edges] == sorted(e.input_nr for e in edges)
+        assert [e.input_nr for e in edges] == [k for k, (f, _) in enumerate(fn.next_functions) if f is not None]
+        checked += 1
+        stack.extend(f for f, _ in fn.next_functions if f is not None)
+    assert checked == len(g.ops) and checked > 5
+
+
 def test_find_returns_the_latest_binding_of_a_reused_name():
     """When a name was rebound (y1 = y1.detach()), find gives the latest and find_all both."""
     g = article_example()
