@@ -279,6 +279,45 @@ def test_browser_opens_the_step_in_the_address(tmp_path):
         assert html.escape(data["steps"][k - 1]["t"][:40], quote=False) in dom
 
 
+def _three_updates():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 2)
+    with gl.trace(module=model) as tr:
+        for _ in range(3):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+    return tr.replay()
+
+
+def test_page_grad_rows_say_which_backward_calls_write_them():
+    """Each .grad row lists the calls that write it: a parameter updated in place gets a row per version, each written in one call."""
+    data = _data(_three_updates().to_html())
+    assert sorted(r["name"] for r in data["rows"]) == ["bias"] * 3 + ["weight"] * 3
+    assert sorted(r["ps"] for r in data["rows"]) == [[0], [0], [1], [1], [2], [2]]
+    twice = _data(gl.replay(_two_calls).to_html())  # (one leaf, written by both calls: one row)
+    assert {r["name"]: r["ps"] for r in twice["rows"]} == {"w": [0, 1], "h": [0, 1]}
+
+
+@needs_browser
+@needs_layout
+def test_browser_grad_table_lists_the_current_backward_calls_writes(tmp_path):
+    """In a training loop's page, the .grad table at a step of the second call lists weight and bias once each, as that call left them."""
+    rp = _three_updates()
+    page = tmp_path / "replay.html"
+    rp.to_html(page)
+    data = _data(page.read_text(encoding="utf-8"))
+    second = [k for k, st in enumerate(data["steps"]) if st["p"] == 1]
+    dom = dump_dom(f"{page.as_uri()}#step={second[-1] + 1}")
+    table = re.search(r'<table id="gl-grads">.*?</table>', dom, re.S).group(0)
+    names = re.findall(r"<tr[^>]*><td>([^<]*)</td>", table)
+    assert sorted(names) == ["bias", "weight"]
+    assert "written in this backward() call" in table
+    assert "None" not in table  # (at the call's last step both were written)
+
+
 @needs_browser
 @needs_layout
 def test_browser_screenshots_differ_where_the_running_node_is(tmp_path):

@@ -119,6 +119,7 @@ JS = r"""
   var NS = "http://www.w3.org/2000/svg";
   var svg = document.querySelector("#gl-diagram svg");
   var nodeEl = {}, edgeEls = {}, gradText = {}, layer = null;
+  if (D.passes > 1) document.querySelector("#gl-grads th").textContent = "tensor (written in this backward() call)";
   if (svg) {
     svg.querySelectorAll("g.node").forEach(function (g) {
       var t = g.querySelector("title"); if (t) nodeEl[t.textContent] = g;
@@ -240,8 +241,11 @@ JS = r"""
     for (var j = 0; j <= k; j++) (list[j].w || []).forEach(function (w) { now[w[0]] = w[1]; if (j === k) changed[w[0]] = 1; });
     var body = "";
     D.rows.forEach(function (row) {
-      body += "<tr class='" + (changed[row.id] ? "changed" : "") + "'><td>" + esc(row.name) + (row.kind === "retained" ? " <small>(retain_grad)</small>" : "") +
-              "</td><td class='v'>" + esc(now[row.id]) + "</td></tr>";
+      // (of several backward calls, the table lists what the current one writes: a training loop's
+      // parameters, a new version after every update, would otherwise be listed once a step)
+      if (D.passes < 2 || row.ps.indexOf(s.p) >= 0)
+        body += "<tr class='" + (changed[row.id] ? "changed" : "") + "'><td>" + esc(row.name) + (row.kind === "retained" ? " <small>(retain_grad)</small>" : "") +
+                "</td><td class='v'>" + esc(now[row.id]) + "</td></tr>";
       var t = gradText[row.id];
       if (t) {
         t.textContent = "grad " + now[row.id];
@@ -249,7 +253,7 @@ JS = r"""
         t.setAttribute("font-weight", changed[row.id] ? "bold" : "normal");
       }
     });
-    document.querySelector("#gl-grads tbody").innerHTML = body || "<tr><td colspan='2'>no .grad was written</td></tr>";
+    document.querySelector("#gl-grads tbody").innerHTML = body || "<tr><td colspan='2'>no .grad is written" + (D.passes > 1 ? " in this backward() call" : "") + "</td></tr>";
     var hit = document.querySelector("#gl-grads tr.changed");
     if (hit) reveal(hit, document.getElementById("gl-gradbox"));
     var call = " \u00b7 backward() call " + (s.p + 1) + " of " + D.passes;

@@ -189,7 +189,10 @@ def replay_data(
                     "kind": "leaf" if t.is_leaf else "retained",
                     "before": _text(w.before, precision, max_elements),
                     "node": m.drawn.get(w.tensor) if m.drawn.get(w.tensor) == w.tensor else None,
+                    "ps": [],  # (the backward calls that write it: the table lists the current call's)
                 }
+            if not row["ps"] or row["ps"][-1] != s.backward:
+                row["ps"].append(s.backward)
             writes.append([w.tensor, _text(w.after, precision, max_elements)])
         step = {"p": s.backward, "n": s.name, "node": here, "t": replay.describe(s, precision, 4)}
         if sent:
