@@ -57,30 +57,38 @@ def infer_scopes(graph: Graph) -> Graph:
             scope[op.id] = common
     # The rest, a connected run of unscoped ops at a time: the common prefix of the scoped
     # ops around it, when it lies between two or more of them and holds no root.
+    # A module with a parameter used more than once (called twice, or a weight tied to another
+    # module's): no op can be said to lie inside one call of it.
+    reused = {scope[acc] for acc in accumulating if acc in scope and len(parents.get(acc, ())) > 1}
     seen: set[str] = set()
     for op in graph.ops:
         if op.id in scope or op.id in seen or op.is_accumulate_grad:
             continue
-        run, border, stack, has_root = [], set(), [op.id], False
+        run, up, down, stack, has_root = [], set(), set(), [op.id], False
         seen.add(op.id)
         while stack:
             node = stack.pop()
             run.append(node)
             has_root = has_root or not parents.get(node)
-            for n in children.get(node, ()) + parents.get(node, ()):
-                if n in accumulating:
-                    continue
-                if n in scope:
-                    border.add(n)
-                elif n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        if has_root or len(border) < 2:
+            for side, ns in ((up, children.get(node, ())), (down, parents.get(node, ()))):
+                for n in ns:
+                    if n in accumulating:
+                        continue
+                    if n in scope:
+                        side.add(n)
+                    elif n not in seen:
+                        seen.add(n)
+                        stack.append(n)
+        if has_root or len(up | down) < 2:
             continue
-        common = _common_scope(scope[n] for n in border)
-        if common:
-            for node in run:
-                scope[node] = common
+        common = _common_scope(scope[n] for n in up | down)
+        while common and any(common == r or common.startswith(r + ".") for r in reused):
+            common = common.rpartition(".")[0]  # (what lies between two calls of a module is not inside it)
+        inside = _inside(run, up, down, scope, children, parents, reused)
+        for node in run:
+            found = inside.get(node) or common
+            if found:
+                scope[node] = found
     for t in graph.tensors:
         if t.id not in scope and t.op in scope and not t.name:
             scope[t.id] = scope[t.op]
@@ -94,6 +102,72 @@ def infer_scopes(graph: Graph) -> Graph:
     )
     out._adj = adjacency  # (the same ops, variables and edges: only scopes were given)
     return out
+
+
+def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str], children, parents,
+            reused: set[str] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]
+    """For ops of a run of unscoped ops, the module each ran inside, where the ops around it say
+    so: the deepest module ``M`` such that the op lies on a way (through the run) from an op of
+    ``M`` whose output it reads to an op of ``M`` that reads its output.  A module that ran once
+    runs its ops in one stretch of time, so what lies between two of them ran inside it (the
+    dropout and the residual add between a self-attention's output projection and the layer's
+    norm: the layer's).  An op with no such module, or with two neither inside the other, is
+    left out, and so is a module holding one of the ``reused`` scopes (it may have run twice)."""
+    members = set(run)
+    # (the run in the order the forward pass made it: an op after the ops whose outputs it reads)
+    waiting = {n: sum(1 for c in children.get(n, ()) if c in members) for n in run}
+    order = [n for n in run if not waiting[n]]
+    for n in order:
+        for p in parents.get(n, ()):
+            if p in members:
+                waiting[p] -= 1
+                if not waiting[p]:
+                    order.append(p)
+    if len(order) != len(run):
+        return {}
+    ups: dict[str, frozenset] = {}
+    for n in order:  # the scopes of the ops before it (through the run) whose output it reads
+        ups[n] = _merged([frozenset(scope[c] for c in children.get(n, ()) if c in up)] +
+                         [ups[c] for c in children.get(n, ()) if c in members])
+    downs: dict[str, frozenset] = {}
+    for n in reversed(order):  # the scopes of the ops after it that read its output
+        downs[n] = _merged([frozenset(scope[p] for p in parents.get(n, ()) if p in down)] +
+                           [downs[p] for p in parents.get(n, ()) if p in members])
+    out: dict[str, str] = {}
+    for n in run:
+        if not ups[n] or not downs[n] or _MANY in ups[n] or _MANY in downs[n]:
+            continue
+        shared = {c for c in (_ran_around(u, d) for u in ups[n] for d in downs[n]) if c}
+        if not shared:
+            continue
+        best = max(shared, key=lambda c: c.count("."))
+        if all(best == c or best.startswith(c + ".") for c in shared) and not any(
+                r == best or r.startswith(best + ".") for r in reused):
+            out[n] = best
+    return out
+
+
+def _ran_around(before: str, after: str) -> str | None:
+    """The module whose call held both an op of module ``before`` and a later one of ``after``:
+    the modules' common prefix, or its parent where the two lie in different numbered children
+    (``h.0`` and ``h.1``: a ``ModuleList`` never runs, and a ``Sequential`` runs nothing between
+    its children, so what ran between them ran in the module around the list)."""
+    common = _common_scope((before, after))
+    if common is None:
+        return None
+    k = common.count(".") + 1
+    a, b = before.split("."), after.split(".")
+    if len(a) > k and len(b) > k and a[k].isdigit() and b[k].isdigit():
+        return common.rpartition(".")[0] or None
+    return common
+
+
+_MANY = "\x00many"  # (more modules around an op than it is worth pairing: it keeps the run's scope)
+
+
+def _merged(sets: list[frozenset]) -> frozenset:
+    out = frozenset().union(*sets) if sets else frozenset()
+    return out if len(out) <= 8 else frozenset((_MANY,))
 
 
 def _scoped(rec, scope: str | None):
