@@ -251,6 +251,26 @@ def _nested_blocks(blocks: int) -> tuple[torch.nn.Module, torch.Tensor]:
     return model, model(torch.randn(2, 4)).pow(2).mean()
 
 
+class _Between(torch.nn.Module):
+    """Two Linear layers and ``n`` scalings between them, in the model's own forward."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.a, self.b, self.n = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), n
+
+    def forward(self, x):
+        y = self.a(x)
+        for _ in range(self.n):
+            y = y * 1.0001
+        return self.b(y)
+
+
+def _between_modules(n: int) -> gl.Graph:
+    torch.manual_seed(0)
+    model = _Between(n)
+    return gl.snapshot(model(torch.randn(2, 4)).sum())
+
+
 def _chain_root(n: int) -> torch.Tensor:
     y = torch.randn(4, requires_grad=True)
     for _ in range(n):
@@ -294,6 +314,9 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "replay page (GAN, two Adams)": on_graph(lambda size: _gan_steps(size // 100).replay(), lambda rp: rp.to_html()),
         "to_dot (loop over slices)": on_graph(lambda size: _per_sample(size // 10).graph(), lambda g: to_dot(g).source),
         "to_dot (epochs over batches)": on_graph(lambda size: _epochs(size // 100).graph(), lambda g: to_dot(g).source),
+        # (a snapshot's scopes: every op of a run of one-input ops walked the rest of it, 30 s at
+        # 20,000 ops before 2026-12-07, ninth session)
+        "to_dot (ops between two modules, snapshot)": on_graph(_between_modules, lambda g: to_dot(g).source),
         "to_dot (sum of terms, snapshot)": on_graph(lambda size: _sum_snapshot(size // 10), lambda g: to_dot(g).source),
         "to_dot (own model, steps)": on_graph(lambda size: _own_model_steps(size // 40).graph(), lambda g: to_dot(g).source),
         "replay (chain)": on_graph(_chain_trace, lambda tr: tr.replay()),
@@ -312,7 +335,8 @@ def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
     ``n / 10``, blocks of the training loop and its steps ``n / 40``, BatchNorm layers ``n / 40``, nested blocks ``n / 20``,
     leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``,
-    the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``)."""
+    the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``; the scalings between
+    two modules, Adam's steps and ``g.inputs`` on the chain as the names say: ``n``, ``n / 40``, ``n``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Container, Iterable
 
 from .graph import Graph
 
@@ -42,14 +42,26 @@ def infer_scopes(graph: Graph) -> Graph:
             scope[acc] = scope[leaf]
     accumulating = {op.id for op in graph.ops if op.is_accumulate_grad}
     # Ops fed by a parameter, directly or through a chain of one-input ops.
+    # (where a chain of one-input ops ends, at an AccumulateGrad or an op with other than one
+    # input: each chain walked once, not once per op above it, whatever order the ops come in)
+    end_of: dict[str, str] = {}
+
+    def chain_end(hop: str) -> str:
+        path = []
+        while hop not in end_of and len(children.get(hop, ())) == 1 and hop not in accumulating:
+            path.append(hop)
+            hop = children[hop][0]
+        end = end_of.get(hop, hop)
+        for p in path:
+            end_of[p] = end
+        return end
+
     for op in graph.ops:
         if op.id in scope:
             continue
         found = []
         for child in children.get(op.id, ()):
-            hop = child
-            while hop not in scope and len(children.get(hop, ())) == 1 and hop not in accumulating:
-                hop = children[hop][0]
+            hop = chain_end(child)
             if hop in scope and hop in accumulating:
                 found.append(scope[hop])
         common = _common_scope(found) if found else None
@@ -60,6 +72,7 @@ def infer_scopes(graph: Graph) -> Graph:
     # A module with a parameter used more than once (called twice, or a weight tied to another
     # module's): no op can be said to lie inside one call of it.
     reused = {scope[acc] for acc in accumulating if acc in scope and len(parents.get(acc, ())) > 1}
+    known = {".".join(p[: k + 1]) for p in (v.split(".") for v in set(scope.values())) for k in range(len(p))}
     seen: set[str] = set()
     for op in graph.ops:
         if op.id in scope or op.id in seen or op.is_accumulate_grad:
@@ -81,10 +94,10 @@ def infer_scopes(graph: Graph) -> Graph:
                         stack.append(n)
         if has_root or len(up | down) < 2:
             continue
-        common = _common_scope(scope[n] for n in up | down)
+        common = _ran_around(*{scope[n] for n in up | down}, known=known)
         while common and any(common == r or common.startswith(r + ".") for r in reused):
             common = common.rpartition(".")[0]  # (what lies between two calls of a module is not inside it)
-        inside = _inside(run, up, down, scope, children, parents, reused)
+        inside = _inside(run, up, down, scope, children, parents, reused, common, known)
         for node in run:
             found = inside.get(node) or common
             if found:
@@ -105,14 +118,21 @@ def infer_scopes(graph: Graph) -> Graph:
 
 
 def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str], children, parents,
-            reused: set[str] = frozenset()) -> dict[str, str]:  # type: ignore[assignment]
+            reused: set[str] = frozenset(), common: str | None = None,  # type: ignore[assignment]
+            known: Container[str] = ()) -> dict[str, str]:
     """For ops of a run of unscoped ops, the module each ran inside, where the ops around it say
     so: the deepest module ``M`` such that the op lies on a way (through the run) from an op of
     ``M`` whose output it reads to an op of ``M`` that reads its output.  A module that ran once
     runs its ops in one stretch of time, so what lies between two of them ran inside it (the
     dropout and the residual add between a self-attention's output projection and the layer's
     norm: the layer's).  An op with no such module, or with two neither inside the other, is
-    left out, and so is a module holding one of the ``reused`` scopes (it may have run twice)."""
+    left out, and so is a module holding one of the ``reused`` scopes (it may have run twice).
+    Nothing is looked at op by op where no two of the run's neighbours give a module deeper than
+    ``common`` (what the run gets as a whole)."""
+    around = {(a, b): _ran_around(a, b, known=known) for a in {scope[u] for u in up} for b in {scope[d] for d in down}}
+    depth = -1 if common is None else common.count(".")
+    if not any(c and c.count(".") > depth for c in around.values()):
+        return {}
     members = set(run)
     # (the run in the order the forward pass made it: an op after the ops whose outputs it reads)
     waiting = {n: sum(1 for c in children.get(n, ()) if c in members) for n in run}
@@ -137,7 +157,7 @@ def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str],
     for n in run:
         if not ups[n] or not downs[n] or _MANY in ups[n] or _MANY in downs[n]:
             continue
-        shared = {c for c in (_ran_around(u, d) for u in ups[n] for d in downs[n]) if c}
+        shared = {c for c in (around[u, d] for u in ups[n] for d in downs[n]) if c}
         if not shared:
             continue
         best = max(shared, key=lambda c: c.count("."))
@@ -147,17 +167,19 @@ def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str],
     return out
 
 
-def _ran_around(before: str, after: str) -> str | None:
-    """The module whose call held both an op of module ``before`` and a later one of ``after``:
-    the modules' common prefix, or its parent where the two lie in different numbered children
-    (``h.0`` and ``h.1``: a ``ModuleList`` never runs, and a ``Sequential`` runs nothing between
-    its children, so what ran between them ran in the module around the list)."""
-    common = _common_scope((before, after))
+def _ran_around(*scopes: str, known: Container[str] = ()) -> str | None:
+    """The module whose one call held ops of all these modules (in time between them): their
+    common prefix, or its parent where they lie in numbered children of it and every number
+    between them is a ``known`` module too (``h.0`` and ``h.1``: a ``Sequential`` runs nothing
+    between two children, so what ran there ran around a ``ModuleList``, which never runs;
+    ``0.0`` and ``0.2`` with no module ``0.1`` known are a ``Sequential``'s layers with a
+    parameterless one between, which ran inside it)."""
+    common = _common_scope(scopes)
     if common is None:
         return None
     k = common.count(".") + 1
-    a, b = before.split("."), after.split(".")
-    if len(a) > k and len(b) > k and a[k].isdigit() and b[k].isdigit():
+    numbers = {int(p[k]) if len(p) > k and p[k].isdigit() else -1 for p in (s.split(".") for s in scopes)}
+    if min(numbers) >= 0 and all(f"{common}.{m}" in known for m in range(min(numbers), max(numbers) + 1) if m not in numbers):
         return common.rpartition(".")[0] or None
     return common
 
