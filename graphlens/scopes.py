@@ -14,7 +14,10 @@ def infer_scopes(graph: Graph) -> Graph:
     (``layers.0.linear1.weight``).  Give each parameter its module's name as scope, each
     op that consumes a parameter (directly or through a one-input op such as
     ``TBackward0``) that scope, and each connected run of other ops lying between two or
-    more scoped ops the common prefix of their scopes.  Graphs that already have
+    more scoped ops the module whose call held them all (their common prefix, see
+    :func:`_ran_around`), or, op by op, a deeper one where the op lies between an op of that
+    module and a later one (:func:`_inside`); never a module one of whose parameters is used
+    twice (called twice, or tied), for what lies between its calls.  Graphs that already have
     scopes (traced with ``module=``) are returned as they are.
 
     Reads the graph's cached :attr:`~graphlens.graph.Graph.adjacency` (``next``/``prev``
@@ -95,7 +98,7 @@ def infer_scopes(graph: Graph) -> Graph:
         if has_root or len(up | down) < 2:
             continue
         common = _ran_around(*{scope[n] for n in up | down}, known=known)
-        while common and any(common == r or common.startswith(r + ".") for r in reused):
+        while common and any(_within(common, r) for r in reused):
             common = common.rpartition(".")[0]  # (what lies between two calls of a module is not inside it)
         inside = _inside(run, up, down, scope, children, parents, reused, common, known)
         for node in run:
@@ -126,7 +129,8 @@ def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str],
     runs its ops in one stretch of time, so what lies between two of them ran inside it (the
     dropout and the residual add between a self-attention's output projection and the layer's
     norm: the layer's).  An op with no such module, or with two neither inside the other, is
-    left out, and so is a module holding one of the ``reused`` scopes (it may have run twice).
+    left out, and so is a module inside or around one of the ``reused`` scopes (it may have run
+    twice).
     Nothing is looked at op by op where no two of the run's neighbours give a module deeper than
     ``common`` (what the run gets as a whole)."""
     around = {(a, b): _ran_around(a, b, known=known) for a in {scope[u] for u in up} for b in {scope[d] for d in down}}
@@ -161,8 +165,7 @@ def _inside(run: list[str], up: set[str], down: set[str], scope: dict[str, str],
         if not shared:
             continue
         best = max(shared, key=lambda c: c.count("."))
-        if all(best == c or best.startswith(c + ".") for c in shared) and not any(
-                r == best or r.startswith(best + ".") for r in reused):
+        if all(_within(best, c) for c in shared) and not any(_within(best, r) or _within(r, best) for r in reused):
             out[n] = best
     return out
 
@@ -182,6 +185,11 @@ def _ran_around(*scopes: str, known: Container[str] = ()) -> str | None:
     if min(numbers) >= 0 and all(f"{common}.{m}" in known for m in range(min(numbers), max(numbers) + 1) if m not in numbers):
         return common.rpartition(".")[0] or None
     return common
+
+
+def _within(inner: str, outer: str) -> bool:
+    """Whether module ``inner`` is ``outer`` or lies inside it."""
+    return inner == outer or inner.startswith(outer + ".")
 
 
 _MANY = "\x00many"  # (more modules around an op than it is worth pairing: it keeps the run's scope)
