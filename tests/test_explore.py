@@ -176,6 +176,29 @@ def test_optimizer_state_goes_with_the_module_of_its_parameter_in_every_step():
             assert {modules[n["s"]] for n in mine} == {layer}
             assert all(n.get("a") == 1 for n in mine)
 
+def _stack_of_leaves(n: int, *, params: bool = False):
+    ws = [torch.nn.Parameter(torch.randn(3)) if params else torch.randn(3, requires_grad=True) for _ in range(n)]
+    with gl.trace() as tr:
+        loss = torch.stack(ws).pow(2).sum()
+        loss.backward()
+    return tr.graph()
+
+
+def test_many_alike_leaves_one_op_reads_are_one_closed_group():
+    """torch.stack over 400 leaves: the 400 are one group, closed when the page opens; 19 are drawn each as itself, and so are parameters."""
+    from graphlens.render.explore_html import ALIKE_GROUP
+
+    data = explore_data(_stack_of_leaves(400))
+    (group,) = [k for k, m in enumerate(data["modules"]) if m.get("g")]
+    m = data["modules"][group]
+    assert m["n"].startswith("(400 alike leaves, shape [3], float32") and m["t"] == 400 and m["p"] == -1
+    members = [n for n in data["nodes"] if n["s"] == group]
+    assert len(members) == 400 and all(n["k"] == "t" for n in members)
+    assert group not in data["open"]
+    assert not any(m.get("g") for m in explore_data(_stack_of_leaves(ALIKE_GROUP - 1))["modules"])
+    assert not any(m.get("g") for m in explore_data(_stack_of_leaves(400, params=True))["modules"])
+
+
 # -- running a script ----------------------------------------------------------------------
 def _script(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "prog.py"
@@ -320,6 +343,16 @@ def test_browser_opens_collapsed_expands_searches_and_hovers(tmp_path):
     assert weight.id in got["matched"]  # revealed: blocks.2 and its fc opened
     assert "shape\t[8, 8]" in got["hover"]
     assert "parameter" in got["hover"] and "grad" in got["hover"]
+
+
+@needs_browser
+def test_browser_draws_many_alike_leaves_as_one_box_until_clicked(tmp_path):
+    """In Chromium: the page of torch.stack over 400 leaves opens on one box for them (not a row 400 wide); a click lists them."""
+    page = _stack_of_leaves(400).to_html()
+    name = next(m["n"] for m in explore_data(_stack_of_leaves(400))["modules"] if m.get("g"))
+    got = _open(page, name, "loss", tmp_path)
+    assert got["boxes"] == [name] and len(got["nodesBefore"]) < 10
+    assert got["boxesAfter"] == [] and len(got["nodesAfter"]) > 400
 
 
 @needs_browser

@@ -188,6 +188,42 @@ def _adopt(graph: Graph, ids: list[str], edges, scope_of: dict) -> set[str]:
     return adopted
 
 
+#: Alike leaves that one node alone reads, this many or more, are one group, closed when the page opens.
+ALIKE_GROUP = 20
+
+
+def _alike_leaves(nodes, edges, scope_of: dict) -> set[str]:
+    """Put alike leaves outside every module that only one node reads (``torch.stack(ws)``
+    over 400 of them) in a group of their own, changing ``scope_of`` in place, when there are
+    ``ALIKE_GROUP`` or more (what the diagrams draw as one node, "400 alike leaves"); returns
+    the groups' names.  A parameter, or a leaf of a name of its own, is never grouped."""
+    into: dict[str, list[str]] = {}
+    fed: set[str] = set()
+    for e in edges:
+        into.setdefault(e.src, []).append(e.dst)
+        fed.add(e.dst)
+    alike: dict[tuple, list] = {}
+    for n in nodes:
+        if n.leaf is None or scope_of.get(n.id) is not None or n.id in fed or len(set(into.get(n.id, ()))) != 1:
+            continue
+        alike.setdefault((into[n.id][0], n.leaf[1]), []).append(n)
+    names: set[str] = set()
+    for (_, (shape, dtype, requires_grad, base)), members in alike.items():
+        if len(members) < ALIKE_GROUP:
+            continue
+        what = f"{base}[…]" if base else "leaves"
+        name = (f"({len(members)} alike {what}, shape [{', '.join(map(str, shape))}], {dtype}"
+                f"{', requiring grad' if requires_grad else ''})").replace(".", "\u2024")  # (no dot: not a module path)
+        k, unique = 1, name
+        while unique in names:
+            k += 1
+            unique = f"{name} #{k}"
+        names.add(unique)
+        for n in members:
+            scope_of[n.id] = unique
+    return names
+
+
 def explore_data(
     graph: Graph, *, precision: int = PRECISION, max_elements: int | None = 4, depth: int | None = None,
 ) -> dict:
@@ -209,6 +245,7 @@ def explore_data(
     lonely = _unconnected(graph, ids, edges)
     scope_of: dict[str, str | None] = {n.id: (UNCONNECTED if n.id in lonely else n.scope) for n in nodes}
     adopted = _adopt(graph, ids, edges, scope_of)
+    groups = _alike_leaves(nodes, edges, scope_of)
     # the module tree: every dotted prefix of every scope is a module (a ModuleList ``h`` included)
     names: set[str] = set()
     for s in scope_of.values():
@@ -228,7 +265,8 @@ def explore_data(
     mem = saved_bytes(graph)
     by_id = {r.id: r for r in graph}
     label_of = {t.id: t.name or t.id for t in graph.tensors}
-    modules = [{"n": m, "p": parent(m), "o": 0, "t": 0, "pm": 0, **({"m": 0} if mem is not None else {})} for m in order]
+    modules = [{"n": m, "p": parent(m), "o": 0, "t": 0, "pm": 0, **({"m": 0} if mem is not None else {}),
+                **({"g": 1} if m in groups else {})} for m in order]
     records = []
     for n in nodes:
         rec = by_id[n.id]
@@ -299,7 +337,7 @@ def _initially_open(modules: list[dict], total: int, depth: int | None) -> list[
     opened: list[int] = []
     parent = -1
     while True:
-        children = [k for k, m in enumerate(modules) if m["p"] == parent and m["n"] != UNCONNECTED]
+        children = [k for k, m in enumerate(modules) if m["p"] == parent and m["n"] != UNCONNECTED and not m.get("g")]
         big = [k for k in children if modules[k]["o"] + modules[k]["t"] > _DOMINANT * total]
         if len(big) != 1:
             return opened
@@ -330,7 +368,7 @@ def explore_page(
     t_count = sum(1 for n in data["nodes"] if n["k"] == "t")
     heading = title or "graphlens explorer"
     sub = (f"{t_count:,} tensors, {len(data['nodes']) - t_count:,} ops, "
-           f"{sum(1 for m in data['modules'] if m['n'] != UNCONNECTED):,} modules")
+           f"{sum(1 for m in data['modules'] if m['n'] != UNCONNECTED and not m.get('g')):,} modules")
     error = ""
     if explanation is not None:
         body = explanation.to_html() if hasattr(explanation, "to_html") else f"<p>{html.escape(str(explanation))}</p>"

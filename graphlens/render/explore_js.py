@@ -179,7 +179,7 @@ function sizeItem(it) {
     }
   } else if (it.kind === "m") {
     const m = M[it.mod];
-    it.l1 = shortName(it.mod); it.l2 = plural(m.o, "op") + (m.pm ? " \u00b7 " + plural(m.pm, "param") : "");
+    it.l1 = shortName(it.mod); it.l2 = m.g ? plural(m.t, "tensor") : plural(m.o, "op") + (m.pm ? " \u00b7 " + plural(m.pm, "param") : "");
     it.l3 = D.memory && m.m ? "saved " + bytes(m.m) : null;
     it.w = Math.max(textWidth(it.l1, F_NAME) + 16, textWidth(it.l2, F_SMALL), it.l3 ? textWidth(it.l3, F_SMALL) : 0) + 22;
     it.h = it.l3 ? 50 : 38;
