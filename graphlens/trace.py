@@ -308,6 +308,7 @@ class Trace:
         self._active = False  # open (between enter and exit)
         self._exited = False
         self._failure: BaseException | None = None
+        self._read_once: dict[str, Any] | None = None  # (inside :meth:`_one_reading`: what graph() and replay() gave)
 
     # -- context manager --------------------------------------------------------------
     # The ``with`` statement looks ``__exit__`` up before it calls ``__enter__``; the
@@ -446,11 +447,17 @@ class Trace:
                 f"({type(failure).__name__}: {failure}); your program ran on unchanged, but the records "
                 f"are incomplete. Trace the program again; if it happens again, please report it."
             ) from failure
+        memo = self._read_once
+        if memo is not None and "graph" in memo:
+            return memo["graph"]
         with quiet():  # reading values must not record itself, nor show in a user's mode
             if self._active:
                 self._rec.last_lasti = -1
                 self._rec.scan_names()
-            return freeze(self._rec, names=self._names, module=self._module)
+            graph = freeze(self._rec, names=self._names, module=self._module)
+        if memo is not None:
+            memo["graph"] = graph
+        return graph
 
     def replay(self):
         """The backward passes run inside the block, step by step, as PyTorch's engine ran
@@ -460,9 +467,28 @@ class Trace:
 
         if not self._rec.grads:
             raise RuntimeError("this trace was made with grads=False, so it saw no backward step: use graphlens.trace()")
+        memo = self._read_once
+        if memo is not None and "replay" in memo:
+            return memo["replay"]
         graph = self.graph()
         with quiet(), paused_gc():  # (a record per step and gradient: acyclic, many)
-            return build(self._rec, graph)
+            replay = build(self._rec, graph)
+        if memo is not None:
+            memo["replay"] = replay
+        return replay
+
+    @contextmanager
+    def _one_reading(self) -> Iterator[None]:
+        """Inside, graph() and replay() are each built once and handed out again: one question
+        (an explanation reads both several times) reads the tensors at one moment, and pays once."""
+        if self._read_once is not None:  # (nested: the outer reading holds)
+            yield
+            return
+        self._read_once = {}
+        try:
+            yield
+        finally:
+            self._read_once = None
 
     def _op_of_node(self, fn: Any) -> str | None:
         """The id (``"op7"``) of the op this trace recorded for the live backward node ``fn``

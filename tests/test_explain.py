@@ -775,3 +775,20 @@ def test_a_result_computed_from_an_unseen_leaf_gets_a_fix_that_keeps_its_values(
     e = gl.explain(x_adv, loss)
     assert "is_a_copy" in e.reasons and "x_adv = x_adv.detach().requires_grad_()" in e.fix
     assert "was never stored)" not in str(e)
+
+
+def test_an_explanation_reads_a_trace_once_and_keeps_nothing():
+    """Within one explanation a trace's graph and replay are each built once and handed out again; outside it, and after explain(), each call reads the tensors afresh."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        loss = (w * 3).sum()
+        loss.backward()
+    assert tr.graph() is not tr.graph()
+    with tr._one_reading():
+        graph = tr.graph()
+        assert tr.graph() is graph and tr.replay() is tr.replay() and tr.replay().graph is graph
+    assert tr.graph() is not graph
+    assert explain(w, tr).reasons == ("grad_ok",)
+    assert tr._read_once is None
+    w.grad = None
+    assert tr.graph().find("w").grad is None  # (read afresh: the explanation's reading is gone)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,8 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
     frame = None
     try:
         frame = user_frame(1)
-        with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
+        reading = getattr(graph_or_trace, "_one_reading", None)  # (a trace: its graph and replay read once)
+        with quiet(), (reading() if reading is not None else nullcontext()):  # (what explain reads of live tensors is not the user's program: no mode sees it)
             return _explain_error(exc, message, graph_or_trace, frame)
     except Exception:  # noqa: BLE001 - explaining must never raise
         try:

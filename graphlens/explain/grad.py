@@ -83,7 +83,10 @@ def explain(
     optimizer = frame_optimizer(frame, tensor) if optimizer is None and isinstance(tensor, torch.Tensor) else optimizer  # (the caller's)
     try:
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
-            if isinstance(root, (Trace, Graph)):
+            if isinstance(root, Trace):
+                with root._one_reading():
+                    return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision, frame=frame)
+            if isinstance(root, Graph):
                 return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision, frame=frame)
             if isinstance(tensor, torch.Tensor) and node_unsafe(tensor):
                 return _view_unread(tensor, names, frame)
