@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import torch
 
-__all__ = ["paused_gc", "tensors_in"]
+__all__ = ["paused_gc", "remove_all", "tensors_in"]
 
 _Tensor = torch.Tensor
 
@@ -57,3 +57,20 @@ def tensors_in(obj: Any, out: list | None = None, *, depth: int = 1) -> list:
             elif depth > 0 and isinstance(item, (list, tuple, dict)):
                 tensors_in(item, out, depth=depth - 1)
     return out
+
+
+def remove_all(handles: list) -> None:
+    """Remove every hook of ``handles``, emptying the list as it goes (what
+    ``RemovableHandle.remove`` does, in one loop: a backward of many small nodes removes as
+    many hooks as it ran nodes)."""
+    while handles:
+        h = handles[-1]
+        try:
+            hooks = h.hooks_dict_ref()
+            if hooks is not None:
+                hooks.pop(h.id, None)
+            if h.extra_dict_ref:
+                h.remove()
+        except AttributeError:  # a torch whose handles look otherwise
+            h.remove()
+        handles.pop()

@@ -21,7 +21,7 @@ from ._live import modestack as _modestack
 from ._live.modestack import fast_paths_kept, on_stack as _on_stack, put_at_bottom as _put_at_bottom, take_off_stack as _take_off_stack
 from ._live.freeze import freeze
 from ._live.recorder import _DETACHES, _TENSOR_PROPERTIES, DETACH, PLAIN, Recorder, func_name, grad_fn_of, sequence_now
-from ._util import paused_gc, tensors_in
+from ._util import paused_gc, remove_all as _remove_all, tensors_in
 from .graph import Graph
 from .names import user_frame
 
@@ -308,7 +308,7 @@ class Trace:
         self._active = False  # open (between enter and exit)
         self._exited = False
         self._failure: BaseException | None = None
-        self._read_once: dict[str, Any] | None = None  # (inside :meth:`_one_reading`: what graph() and replay() gave)
+        self._read_once: dict[str, Any] | None = None  # (what graph() and replay() gave, in explain's one_reading)
 
     # -- context manager --------------------------------------------------------------
     # The ``with`` statement looks ``__exit__`` up before it calls ``__enter__``; the
@@ -477,19 +477,6 @@ class Trace:
             memo["replay"] = replay
         return replay
 
-    @contextmanager
-    def _one_reading(self) -> Iterator[None]:
-        """Inside, graph() and replay() are each built once and handed out again: one question
-        (an explanation reads both several times) reads the tensors at one moment, and pays once."""
-        if self._read_once is not None:  # (nested: the outer reading holds)
-            yield
-            return
-        self._read_once = {}
-        try:
-            yield
-        finally:
-            self._read_once = None
-
     def _op_of_node(self, fn: Any) -> str | None:
         """The id (``"op7"``) of the op this trace recorded for the live backward node ``fn``
         (found by its sequence number and class, as the recorder keys them), else None."""
@@ -615,23 +602,6 @@ def _finish(handles: list, begun: list, done: list) -> None:
     _remove_all(handles)
     while begun:
         begun[-1].end_pass(done=bool(done)); begun.pop()  # noqa: E702 - (end_pass ends a pass once)
-
-
-def _remove_all(handles: list) -> None:
-    """Remove every hook of ``handles``, emptying the list as it goes (what
-    ``RemovableHandle.remove`` does, in one loop: a backward of many small nodes removes as
-    many hooks as it ran nodes)."""
-    while handles:
-        h = handles[-1]
-        try:
-            hooks = h.hooks_dict_ref()
-            if hooks is not None:
-                hooks.pop(h.id, None)
-            if h.extra_dict_ref:
-                h.remove()
-        except AttributeError:  # a torch whose handles look otherwise
-            h.remove()
-        handles.pop()
 
 
 def trace(

@@ -784,7 +784,9 @@ def test_an_explanation_reads_a_trace_once_and_keeps_nothing():
         loss = (w * 3).sum()
         loss.backward()
     assert tr.graph() is not tr.graph()
-    with tr._one_reading():
+    from graphlens.explain.context import one_reading
+
+    with one_reading(tr):
         graph = tr.graph()
         assert tr.graph() is graph and tr.replay() is tr.replay() and tr.replay().graph is graph
     assert tr.graph() is not graph

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import linecache
 import re
+from contextlib import contextmanager
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -18,7 +19,7 @@ from .live import find_live
 
 __all__ = [
     "Context", "TENSOR_TYPES", "short", "root_graph", "backward_roots", "root_label", "on_graph", "line_op", "assignment_line", "frame_objects",
-    "as_code",
+    "as_code", "one_reading",
 ]
 
 TENSOR_TYPES = {
@@ -291,3 +292,18 @@ def _other_op_on_itself(line: str, name: str, made_by: str) -> bool:
 def as_code(name: str) -> str:
     """A dotted name as Python code: ``model.1`` (a Sequential's second module) -> ``model[1]``."""
     return re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", name)
+
+
+@contextmanager
+def one_reading(trace: Any) -> Iterator[None]:
+    """Inside, a trace's graph() and replay() are each built once and handed out again: one
+    question (an explanation reads both several times) reads the tensors at one moment, and
+    pays once.  Anything else (a graph, None) passes through; the outer of two nested readings holds."""
+    if not hasattr(trace, "_read_once") or trace._read_once is not None:
+        yield
+        return
+    trace._read_once = {}
+    try:
+        yield
+    finally:
+        trace._read_once = None

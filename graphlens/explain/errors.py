@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from contextlib import nullcontext
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from .._live.guard import quiet
 from ..graph import Graph
 from ..names import user_frame
 from .backward_errors import graph_freed, inplace_saved
-from .context import Context, as_code, assignment_line, line_op, on_graph, root_graph, short
+from .context import Context, as_code, assignment_line, line_op, on_graph, one_reading, root_graph, short
 from .cuts import code_cut, cut_fix, trace_origins, traced_cut
 from .evidence import unrecorded_sentence
 from .grad import analyse
@@ -67,8 +66,7 @@ def explain_error(exc: Any, graph_or_trace: Graph | Trace | None = None) -> Expl
     frame = None
     try:
         frame = user_frame(1)
-        reading = getattr(graph_or_trace, "_one_reading", None)  # (a trace: its graph and replay read once)
-        with quiet(), (reading() if reading is not None else nullcontext()):  # (what explain reads of live tensors is not the user's program: no mode sees it)
+        with quiet(), one_reading(graph_or_trace):  # (what explain reads of live tensors is not the user's program: no mode sees it)
             return _explain_error(exc, message, graph_or_trace, frame)
     except Exception:  # noqa: BLE001 - explaining must never raise
         try:

@@ -14,7 +14,7 @@ from .._checks import check_count
 from ..graph import PRECISION, Graph, TensorNode
 from ..names import frame_candidates, user_frame
 from .answer import Asked, Draft
-from .context import backward_roots
+from .context import backward_roots, one_reading
 from .copies import copy_answer
 from .cuts import Cut, code_cut, rebind_fix, rebinding, trace_origins
 from .leads import leaf_root_lead
@@ -83,11 +83,9 @@ def explain(
     optimizer = frame_optimizer(frame, tensor) if optimizer is None and isinstance(tensor, torch.Tensor) else optimizer  # (the caller's)
     try:
         with quiet():  # (what explain reads of live tensors is not the user's program: no mode sees it)
-            if isinstance(root, Trace):
-                with root._one_reading():
+            if isinstance(root, (Trace, Graph)):
+                with one_reading(root):
                     return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision, frame=frame)
-            if isinstance(root, Graph):
-                return _explain_recorded(tensor, root, names=names, optimizer=optimizer, precision=precision, frame=frame)
             if isinstance(tensor, torch.Tensor) and node_unsafe(tensor):
                 return _view_unread(tensor, names, frame)
             return _explain_live(tensor, root, names=names, optimizer=optimizer, frame=frame, precision=precision)
