@@ -146,12 +146,13 @@ def _unconnected(graph: Graph, ids: list[str], edges) -> set[str]:
     return {i for i in ids if i not in seen}
 
 
-def _adopt(graph: Graph, ids: list[str], edges, scope_of: dict) -> set[str]:
+def _adopt(graph: Graph, ids: list[str], succ: Mapping[str, list[str]], pred: Mapping[str, list[str]], scope_of: dict) -> set[str]:
     """Draw nodes that ran outside every module with the module they serve, changing
     ``scope_of`` in place; returns the ids so placed.  A parameter goes to the module its
     name ends with (``model.transformer.wte.weight``: ``transformer.wte``); then, repeatedly,
     a node outside every module whose drawn successors all lie in one module (a parameter's
-    initialisation, made before any forward ran) goes to that module."""
+    initialisation, made before any forward ran) goes to that module.  ``succ`` and ``pred``:
+    each drawn node's successors and predecessors along the drawn edges."""
     known = {s for s in scope_of.values() if s and s != UNCONNECTED}
     prefixes = {".".join(s.split(".")[: k + 1]) for s in known for k in range(s.count(".") + 1)}
     adopted: set[str] = set()
@@ -164,11 +165,6 @@ def _adopt(graph: Graph, ids: list[str], edges, scope_of: dict) -> set[str]:
                     scope_of[t.id] = ".".join(parts[k:])
                     adopted.add(t.id)
                     break
-    succ: dict[str, list[str]] = {}
-    pred: dict[str, list[str]] = {}
-    for e in edges:
-        succ.setdefault(e.src, []).append(e.dst)
-        pred.setdefault(e.dst, []).append(e.src)
     # (a node is placed once every successor has a module, and one module at that: each node is
     # looked at again only when one of its successors was placed, so a long training loop's chain
     # of optimizer steps is walked once, not once per step)
@@ -192,21 +188,16 @@ def _adopt(graph: Graph, ids: list[str], edges, scope_of: dict) -> set[str]:
 ALIKE_GROUP = 20
 
 
-def _alike_leaves(nodes, edges, scope_of: dict) -> set[str]:
+def _alike_leaves(nodes, succ: Mapping[str, list[str]], pred: Mapping[str, list[str]], scope_of: dict) -> set[str]:
     """Put alike leaves outside every module that only one node reads (``torch.stack(ws)``
     over 400 of them) in a group of their own, changing ``scope_of`` in place, when there are
     ``ALIKE_GROUP`` or more (what the diagrams draw as one node, "400 alike leaves"); returns
     the groups' names.  A parameter, or a leaf of a name of its own, is never grouped."""
-    into: dict[str, list[str]] = {}
-    fed: set[str] = set()
-    for e in edges:
-        into.setdefault(e.src, []).append(e.dst)
-        fed.add(e.dst)
     alike: dict[tuple, list] = {}
     for n in nodes:
-        if n.leaf is None or scope_of.get(n.id) is not None or n.id in fed or len(set(into.get(n.id, ()))) != 1:
+        if n.leaf is None or scope_of.get(n.id) is not None or n.id in pred or len(set(succ.get(n.id, ()))) != 1:
             continue
-        alike.setdefault((into[n.id][0], n.leaf[1]), []).append(n)
+        alike.setdefault((succ[n.id][0], n.leaf[1]), []).append(n)
     names: set[str] = set()
     for (_, (shape, dtype, requires_grad, base)), members in alike.items():
         if len(members) < ALIKE_GROUP:
@@ -244,8 +235,13 @@ def explore_data(
     ids = [n.id for n in nodes]
     lonely = _unconnected(graph, ids, edges)
     scope_of: dict[str, str | None] = {n.id: (UNCONNECTED if n.id in lonely else n.scope) for n in nodes}
-    adopted = _adopt(graph, ids, edges, scope_of)
-    groups = _alike_leaves(nodes, edges, scope_of)
+    succ: dict[str, list[str]] = {}
+    pred: dict[str, list[str]] = {}
+    for e in edges:
+        succ.setdefault(e.src, []).append(e.dst)
+        pred.setdefault(e.dst, []).append(e.src)
+    adopted = _adopt(graph, ids, succ, pred, scope_of)
+    groups = _alike_leaves(nodes, succ, pred, scope_of)
     # the module tree: every dotted prefix of every scope is a module (a ModuleList ``h`` included)
     names: set[str] = set()
     for s in scope_of.values():
