@@ -144,6 +144,25 @@ def test_compare_draws_both_graphs_side_by_side_with_notes():
     assert "requires_grad True -&gt; False" in src or "requires_grad True -> False" in src
 
 
+def _doubled(n, shape=(2,)):
+    x = torch.ones(shape, requires_grad=True)
+    with gl.trace() as tr:
+        y = x
+        for _ in range(n):
+            y = y * 2
+    return tr.graph()
+
+
+def test_compare_matches_unnamed_tensors_by_the_op_that_made_them_and_their_shape():
+    """One more doubling is all a longer chain has more; the same ops on another shape match nothing unnamed."""
+    longer = gl.compare(_doubled(3), _doubled(4))
+    assert longer.only_first == () and len(longer.matched) == 8
+    assert [c.text for c in longer.changes] == ["t3: only in after", "MulBackward0: only in after"]
+    other = gl.compare(_doubled(3), _doubled(3, (3,)))
+    assert {c.text for c in other.changes} == {"t1: only in before", "t2: only in before", "MulBackward0: only in before",
+                                               "t1: only in after", "t2: only in after", "MulBackward0: only in after"}
+
+
 def test_compare_rejects_what_is_not_a_graph():
     """compare() names what it got instead of two graphs, and wants two labels."""
     g = _graph()
