@@ -185,7 +185,7 @@ class Graph:
     :meth:`tensor` (and what needs the live tensor) behaves as for a freed tensor.
     """
 
-    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_adj", "_next_edges", "_refs", "_notes", "__weakref__")
+    __slots__ = ("_tensors", "_ops", "_edges", "_roots", "_source", "_index", "_found", "_adj", "_next_edges", "_refs", "_notes", "__weakref__")
 
     def __init__(
         self,
@@ -206,6 +206,7 @@ class Graph:
         self._roots: tuple[str, ...] = tuple(roots)
         self._source = source
         self._index: dict[str, TensorNode | OpNode] | None = None
+        self._found: dict[str, TensorNode | OpNode] | None = None  # (what find() answers for each key)
         self._adj: Adjacency | None = None
         self._next_edges: dict[str, tuple[Edge, ...]] | None = None
         self._refs = dict(refs or {})
@@ -295,15 +296,19 @@ class Graph:
         with that id, backward name or forward name (the first one in traversal order)."""
         if not isinstance(name, str):
             raise TypeError(f"name must be a str like 'w' or 'op3', not {type(name).__name__}")
-        for t in reversed(self._tensors):
-            if t.name == name:
-                return t
-        index = self._lookup()
-        if name in index:
-            return index[name]
-        for o in self.ops:
-            if o.name == name or o.forward == name:
-                return o
+        if self._found is None:  # (built once: asked of every node, a scan each would be quadratic)
+            found: dict[str, TensorNode | OpNode] = {}
+            for o in self.ops:  # (the first op by backward or forward name; an id wins over it, a tensor's name over both)
+                if o.name:
+                    found.setdefault(o.name, o)
+                if o.forward:
+                    found.setdefault(o.forward, o)
+            found.update(self._lookup())
+            found.update((t.name, t) for t in self._tensors if t.name)  # (the latest one of a reused name)
+            self._found = found
+        node = self._found.get(name)
+        if node is not None:
+            return node
         known = sorted({t.name for t in self._tensors if t.name})
         raise KeyError(f"no tensor or op named {name!r} in this graph (named tensors: {known})")
 
@@ -428,15 +433,18 @@ class Graph:
         """
         if not isinstance(notes, Mapping):
             raise TypeError(f"notes must be a dict from a node id or name to a text, not {type(notes).__name__}")
-        merged = {k: list(v) for k, v in self._notes.items()}
+        merged = dict(self._notes)  # (texts are tuples: the notes given are added, the others shared)
         for key, text in notes.items():
             node_id = self._note_target(key)
-            texts = [text] if isinstance(text, str) else list(text)
+            texts = (text,) if isinstance(text, str) else tuple(text)
             if not all(isinstance(t, str) for t in texts):
                 raise TypeError(f"notes[{key!r}] must be a str (or a list of them), not {type(text).__name__}")
-            merged.setdefault(node_id, []).extend(texts)
-        out = Graph(self._tensors, self.ops, self.edges, self._roots, source=self._source, refs=self._refs, notes=merged)
-        out._adj = self._adj
+            merged[node_id] = merged.get(node_id, ()) + texts
+        out = Graph(self._tensors, self.ops, self.edges, self._roots, source=self._source)
+        out._refs, out._notes = self._refs, merged  # (never changed: shared, not copied)
+        # (the same records: what was built of them once holds for the new graph, so notes added
+        # one call at a time cost no rebuild each)
+        out._adj, out._index, out._found, out._next_edges = self._adj, self._index, self._found, self._next_edges
         return out
 
     def _note_target(self, key: Any) -> str:

@@ -142,10 +142,7 @@ def _depths(graph: Graph) -> dict[str, int]:
     """Each op's longest chain of ``next`` edges from the ops that made the roots (ops no root
     leads to are left out)."""
     nxt = graph.adjacency.next
-    tops = []
-    for t in graph.roots:
-        if t.op is not None and t.op not in tops:
-            tops.append(t.op)
+    tops = list(dict.fromkeys(t.op for t in graph.roots if t.op is not None))  # (in order, each once: a loop's many roots)
     reach, stack = set(tops), list(tops)
     while stack:
         for c in nxt.get(stack.pop(), ()):

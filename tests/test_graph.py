@@ -92,6 +92,33 @@ def test_find_returns_the_latest_binding_of_a_reused_name():
     assert both[-1].detached_from == both[0].id
 
 
+def test_find_prefers_a_tensors_name_then_an_id_then_the_first_op_so_named():
+    """A tensor named like an op's id wins over that op; an id wins over an op's name; of ops, the first by backward or forward name."""
+    a = TensorNode(id="t0", name="op1", shape=(1,), dtype="float32", device="cpu", requires_grad=True, is_leaf=True)
+    b = TensorNode(id="t1", name=None, shape=(1,), dtype="float32", device="cpu", requires_grad=True, is_leaf=False, op="op0")
+    ops = [OpNode(id="op0", name="MulBackward0", forward="mul"), OpNode(id="op1", name="MulBackward0", forward="t1"),
+           OpNode(id="op2", name="AddBackward0", forward="mul")]
+    g = gl.Graph([a, b], ops, [Edge("op0", "t1", "output")], ["t1"])
+    assert g.find("op1") is a and g.find("t1") is b and g.find("op2") is ops[2]
+    assert g.find("MulBackward0") is ops[0] and g.find("mul") is ops[0] and g.find("AddBackward0") is ops[2]
+    with pytest.raises(KeyError, match=r"no tensor or op named 'x'.*\['op1'\]"):
+        g.find("x")
+
+
+def test_notes_added_one_call_at_a_time_equal_those_added_at_once():
+    """annotate() per node gives the graph one annotate() of all the notes gives, and keeps what was built of the records."""
+    g = article_example()
+    before = dict(g.notes)
+    one_by_one = g
+    for node in (*g.tensors, *g.ops, g.tensors[0]):
+        one_by_one = one_by_one.annotate({node.id: f"seen {node.id}"})
+    at_once = g.annotate({n.id: [f"seen {n.id}"] * (2 if n is g.tensors[0] else 1) for n in (*g.tensors, *g.ops)})
+    assert one_by_one == at_once and one_by_one.to_json() == at_once.to_json()
+    assert one_by_one.notes[g.tensors[0].id] == before.get(g.tensors[0].id, ()) + (f"seen {g.tensors[0].id}",) * 2
+    assert one_by_one.find(g.ops[0].id) == g.ops[0] and one_by_one.adjacency is g.adjacency
+    assert dict(g.notes) == before
+
+
 def test_records_are_immutable_values():
     """Records cannot be changed in place and compare by value."""
     g = small_graph()
