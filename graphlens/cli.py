@@ -309,12 +309,16 @@ def run_replay_command(args: argparse.Namespace, out: TextIO | None = None, err:
     run.replay.to_html(page, title=f"Backward replay of {os.path.basename(args.script)}", explanation=on_page,
                        by=by, depth=getattr(args, "depth", None))
     written = [page]
-    from .render import LayoutProgramNotFound, render
+    from .render import LayoutProgramNotFound, LayoutTimeout, output, render
 
+    graph = run.trace.graph()
     try:
-        written.append(render(run.trace.graph(), folder / "graph.svg"))
+        written.append(render(graph, folder / "graph.svg", timeout=output.LAYOUT_TIMEOUT))
     except LayoutProgramNotFound:
-        written.append(render(run.trace.graph(), folder / "graph.dot"))
+        written.append(render(graph, folder / "graph.dot"))
+    except LayoutTimeout as exc:  # (the page is written: a diagram too slow to lay out is left as its DOT text)
+        written.append(render(graph, folder / "graph.dot"))
+        print(f"graphlens replay: graph.svg not written, graph.dot instead: {exc}", file=err)
     steps = len(run.replay.steps)
     print(f"{steps} backward step{'s' * (steps != 1)} in {run.replay.passes} backward call{'s' * (run.replay.passes != 1)}"
           + ("" if steps else " (the script ran no backward: the page shows the graph only)"), file=out)

@@ -234,6 +234,26 @@ def test_replay_passes_the_scripts_exit_status_through(tmp_path, capsys):
         assert (out / "replay.html").is_file(), call
 
 
+@pytest.mark.needs_dot
+def test_replay_writes_the_dot_text_when_the_layout_takes_too_long(tmp_path, capsys, monkeypatch):
+    """A diagram the layout program does not finish in time is written as graph.dot with the reason; the page is written and the script's status kept."""
+    from graphlens.render import output
+
+    monkeypatch.setattr(output, "LAYOUT_TIMEOUT", 1e-4)  # (no layout program starts in a tenth of a millisecond)
+    script = _replay_script(tmp_path, """
+        import torch
+        w = torch.ones(2, requires_grad=True)
+        (w * 2).sum().backward()
+    """)
+    out = tmp_path / "out"
+    assert main(["replay", str(script), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "graph.svg not written, graph.dot instead" in captured.err and "took more than" in captured.err
+    assert (out / "replay.html").is_file() and not (out / "graph.svg").exists()
+    assert (out / "graph.dot").read_text(encoding="utf-8").startswith("digraph")
+    assert f"written: {(out / 'graph.dot').resolve()}" in captured.out
+
+
 def test_replay_of_a_real_autograd_error_gives_its_traceback_and_the_explanation(tmp_path):
     """A second backward through a freed graph: Python's traceback of the script's line (no frame of the trace's mode), then graphlens's explanation, exit 1."""
     script = _replay_script(tmp_path, """
