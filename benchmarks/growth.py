@@ -167,6 +167,17 @@ def _wide_sum(n: int) -> Any:
     return tr
 
 
+def _many_backward(n: int) -> Any:
+    """``n`` losses, each with its own ``backward()``, in one trace (a training loop's shape: every
+    tensor kept an entry per backward call, the square of the calls, until 2026-12-07, tenth session)."""
+    torch.manual_seed(0)
+    w = torch.randn(4, requires_grad=True)
+    with gl.trace() as tr:
+        for _ in range(n):
+            (w * 2).sum().backward()
+    return tr
+
+
 def _sum_snapshot(n: int) -> gl.Graph:
     """A snapshot of ``sum(w * x for w in ws)`` over ``n`` leaves (a stretch found in the order
     of each node's way up from the root)."""
@@ -328,6 +339,13 @@ def calls() -> dict[str, Callable[[int], Callable[[], Any]]]:
         "to_json (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: g.to_json()),
         "from_json (chain)": json_of,
         "compare (chain)": on_graph(lambda size: _chain_trace(size).graph(), lambda g: gl.compare(g, g)),
+        # (a key per node built once: each g.find scanned every tensor's name before 2026-12-07, tenth session)
+        "g.find(id) of every node (chain)": on_graph(lambda size: _chain_trace(size).graph(),
+                                                     lambda g: (lambda h: [h.find(n.id) for n in h])(gl.Graph(g.tensors, g.ops, g.edges))),
+        "tr.graph() (backward calls)": on_graph(lambda size: _many_backward(size // 2), lambda tr: tr.graph()),
+        "to_json (backward calls)": on_graph(lambda size: _many_backward(size // 2).graph(), lambda g: g.to_json()),
+        "memory (backward calls)": on_graph(lambda size: _many_backward(size // 2).graph(), lambda g: g.memory()),
+        "explorer page (backward calls)": on_graph(lambda size: _many_backward(size // 2).graph(), lambda g: g.to_html()),
     }
 
 
@@ -335,8 +353,9 @@ def part_g(n: int = 2000, samples: int = 3) -> list[dict]:
     """Part (g): every call of :func:`calls` at ``n`` and ``2n`` (ops of a chain; LSTMCell steps
     ``n / 10``, blocks of the training loop and its steps ``n / 40``, BatchNorm layers ``n / 40``, nested blocks ``n / 20``,
     leaves of the wide sum ``n / 4``, the GAN's steps and the epochs ``n / 100``, samples ``n / 10``,
-    the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``; the scalings between
-    two modules, Adam's steps and ``g.inputs`` on the chain as the names say: ``n``, ``n / 40``, ``n``)."""
+    the terms of the snapshot's sum ``n / 10``, the own model's steps ``n / 40``, the backward calls ``n / 2``; the
+    scalings between two modules, Adam's steps and ``g.inputs`` / ``g.find`` on the chain as the names say: ``n``,
+    ``n / 40``, ``n``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (a deep chain warns about freeing; not what is measured)
         return growth(calls(), n, samples=samples)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import weakref
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 from ._json_v1 import V1_SAVED, V1_TEXTS, tensor_v1
 from ._util import paused_gc
 from .adjacency import Adjacency, build_adjacency
+from .flowed import FLOWED, flowed_json
 from .values import (
-    COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE, SUMMARIES,
+    COUNT, FLAG, FREED, HIDDEN, INTEGER, INTEGER_OR_NULL, LIVE, MODIFIED, POSITIONS_OR_NULL, PRECISION, SAVED, SHAPE,
     SUMMARY_OR_NULL, TEXT, TEXT_OR_NULL, UNREADABLE, BareLiteral, SavedEntry, SavedState, Summary, describe,
-    summary_dicts, format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
+    format_number, kinds_of, one_of, read_ids, read_notes, read_records, short,
 )
 
 __all__ = [
@@ -22,8 +23,9 @@ __all__ = [
     "format_number",
 ]
 
-#: Version of the JSON layout written by :meth:`Graph.to_dict` (version 1 is still read).
-SCHEMA_VERSION = 2
+#: Version of the JSON layout written by :meth:`Graph.to_dict` (versions 2 and 1 are still read; 3 writes
+#: a tensor's ``flowed`` as the passes where something flowed, see :func:`graphlens.flowed.flowed_json`).
+SCHEMA_VERSION = 3
 
 #: The kinds of :class:`Edge`, in the order they are documented.
 EDGE_KINDS = ("next", "input", "output", "detach")
@@ -42,7 +44,8 @@ class TensorNode(NamedTuple):
     after backward, or a non-leaf that called ``retain_grad()``).  ``flowed`` holds one
     entry per backward pass seen by :func:`graphlens.trace`: a :class:`Summary` of the
     gradient that flowed into this tensor, even when PyTorch then threw it away, or
-    ``None`` when none flowed in that pass.
+    ``None`` when none flowed in that pass (a :class:`~graphlens.flowed.Flowed`, which reads as
+    that tuple and keeps only the passes where something flowed).
     ``op`` is the id of the :class:`OpNode` that produced the tensor (its ``grad_fn``
     or, inside ``no_grad``, the forward operation), ``None`` for a tensor made directly.
     ``detached_from`` is the id of the tensor it was ``detach()``-ed from; ``region``
@@ -67,7 +70,7 @@ class TensorNode(NamedTuple):
     op: str | None = None
     output_nr: int = 0
     value: Summary | None = None
-    flowed: tuple[Summary | None, ...] = ()
+    flowed: Sequence[Summary | None] = ()  # (a Flowed from a trace; a tuple read from JSON)
     detached_from: str | None = None
     region: str | None = None
     is_parameter: bool = False
@@ -163,7 +166,7 @@ class Edge(NamedTuple):
 _TEXTS = dict.fromkeys(("name", "op", "detached_from", "region", "scope", "made_by", "code"), TEXT_OR_NULL)
 _TENSOR = kinds_of(
     TensorNode, id=TEXT, shape=SHAPE, dtype=TEXT, device=TEXT, version=INTEGER, output_nr=COUNT, line=INTEGER_OR_NULL,
-    grad=SUMMARY_OR_NULL, value=SUMMARY_OR_NULL, flowed=SUMMARIES, **_TEXTS,
+    grad=SUMMARY_OR_NULL, value=SUMMARY_OR_NULL, flowed=FLOWED, **_TEXTS,
     **dict.fromkeys(("is_leaf", "requires_grad", "retains_grad", "is_view", "is_parameter"), FLAG),
 )
 _TENSOR_V1 = {**_TENSOR, "grad": TEXT_OR_NULL, "value": TEXT_OR_NULL, "flowed": V1_TEXTS}
@@ -510,7 +513,7 @@ class Graph:
             d["shape"] = list(t.shape)
             d["value"] = None if t.value is None else t.value.to_dict()
             d["grad"] = None if t.grad is None else t.grad.to_dict()
-            d["flowed"] = summary_dicts(t.flowed)
+            d["flowed"] = flowed_json(t.flowed)
             return d
 
         def op(o: OpNode) -> dict[str, Any]:
@@ -535,7 +538,7 @@ class Graph:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Graph":
-        """Rebuild a graph from :meth:`to_dict` output (schema 2, or 1 as written before).
+        """Rebuild a graph from :meth:`to_dict` output (schema 3, or 2 and 1 as written before).
 
         Every field is checked: a field of the wrong type, a duplicate id, or a root, edge
         end, producer, detach source or leaf that names no node raises a ``ValueError``
@@ -544,8 +547,8 @@ class Graph:
         if not isinstance(data, Mapping):
             raise TypeError(f"data must be a dict as written by Graph.to_dict(), not {type(data).__name__}")
         schema = data.get("schema")
-        if type(schema) is not int or schema not in (1, SCHEMA_VERSION):
-            raise ValueError(f"unsupported graph schema: {short(schema)} (must be 1 or {SCHEMA_VERSION})")
+        if type(schema) is not int or schema not in (1, 2, SCHEMA_VERSION):
+            raise ValueError(f"unsupported graph schema: {short(schema)} (must be 1, 2 or {SCHEMA_VERSION})")
         unknown = sorted(str(k) for k in data if k not in _GRAPH_FIELDS)
         if unknown:
             raise ValueError(f"bad graph: unknown field(s) {unknown} (must be among {list(_GRAPH_FIELDS)})")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import enum
 import math
 import reprlib
-from itertools import compress, repeat
-from operator import is_not
 from typing import Any, Callable, Mapping, NamedTuple
 
 __all__ = [
@@ -466,28 +464,6 @@ _SUMMARY_KINDS = {"shape": SHAPE, "dtype": TEXT, "numel": Kind("an integer >= -1
 
 SUMMARY_OR_NULL = Kind("a summary (a JSON object) or null", lambda v: True,
                        lambda v, where, field: None if v is None else read_summary(v, Where(lambda: f"{where}: field {field!r} is a bad summary")))
-
-
-def summary_dicts(summaries: Any) -> list:
-    """``summaries`` (Summary or None each) as JSON-able dicts: only the entries that hold one are
-    visited (a tensor of a loop of backward calls has an entry per call, most of them None)."""
-    out = list(summaries)
-    for i in compress(range(len(out)), map(is_not, out, repeat(None))):
-        out[i] = out[i].to_dict()
-    return out
-
-
-def _summaries(v: Any, where: str, field: str) -> tuple:
-    out = list(v)
-    # (only the entries that hold one are visited: a tensor of a loop of backward calls has an
-    # entry per call, most of them null)
-    for i in compress(range(len(out)), map(is_not, out, repeat(None))):
-        out[i] = read_summary(out[i], Where(lambda i=i: f"{where}: field '{field}[{i}]' is a bad summary"))
-    return tuple(out)
-
-
-SUMMARIES = Kind("a list of summaries (JSON objects or null)", lambda v: v is None or _is_list(v),
-                 lambda v, where, field: _summaries(v or (), where, field))
 
 
 def one_of(noun: str, choices: Any, convert: Callable[[str], Any] = str) -> Kind:

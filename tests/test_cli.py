@@ -50,7 +50,7 @@ def test_check_json_evidence_includes_graphs(capsys):
     main(["check", "--json", "--evidence", "--only", "detach.is_copy"])
     doc = json.loads(capsys.readouterr().out)
     (graph,) = doc["claims"][0]["evidence"]
-    assert graph["schema"] == 2 and any(e["kind"] == "detach" for e in graph["edges"])
+    assert graph["schema"] == 3 and any(e["kind"] == "detach" for e in graph["edges"])
 
 
 def test_only_filters_by_prefix(capsys):

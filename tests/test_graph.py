@@ -26,7 +26,7 @@ def test_json_round_trip_is_equal_for_snapshots_and_traces():
         again = Graph.from_json(g.to_json())
         assert again == g
         assert again.to_json() == g.to_json()
-        assert json.loads(g.to_json())["schema"] == 2
+        assert json.loads(g.to_json())["schema"] == 3
 
 
 def test_from_json_rejects_wrong_schema_and_unknown_fields():

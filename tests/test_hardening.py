@@ -386,7 +386,7 @@ def test_writing_and_reading_graphs_leaves_the_collector_as_it_was(collector_on)
         tr.replay().to_html()
         assert gc.isenabled() is collector_on
         with pytest.raises(ValueError, match="graph"):
-            gl.Graph.from_json(text.replace('"schema": 2', '"schema": 9'))
+            gl.Graph.from_json(text.replace('"schema": 3', '"schema": 9'))
         assert gc.isenabled() is collector_on
     finally:
         (gc.enable if was else gc.disable)()

@@ -1,4 +1,4 @@
-"""Records hold numbers: Summary, saved entries, precision and JSON (schema 2, reads 1)."""
+"""Records hold numbers: Summary, saved entries, precision and JSON (schema 3, reads 2 and 1)."""
 
 import json
 import math
@@ -148,8 +148,64 @@ def test_schema_1_files_still_load():
     assert FREED in mul_states
     sizes = [e.value for o in g.ops for e in o.saved if e.name == "self_sym_sizes"]
     assert (2,) in sizes
-    assert json.loads(g.to_json())["schema"] == 2
+    assert json.loads(g.to_json())["schema"] == 3
     assert Graph.from_json(g.to_json()) == g
+
+
+def _two_of_five_passes():
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    with gl.trace() as tr:
+        for k in range(5):
+            h = w * 2 if k else w * 3
+            h.sum().backward()
+    return tr.graph()
+
+
+def test_flowed_keeps_the_passes_where_something_flowed_and_reads_as_one_entry_per_pass():
+    """A tensor of the first of five backward calls has five entries, four None; JSON (schema 3) holds the one that is not."""
+    g = _two_of_five_passes()
+    first = g.find_all("h")[0]
+    assert len(first.flowed) == 5 and first.flowed[0].head == (1.0, 1.0) and list(first.flowed)[1:] == [None] * 4
+    assert first.flowed == (first.flowed[0], None, None, None, None) and first.flowed[-4] is None
+    w = g.find("w").flowed
+    assert [s.head for s in w] == [(3.0, 3.0)] + [(2.0, 2.0)] * 4
+    data = json.loads(g.to_json())
+    written = next(t["flowed"] for t in data["tensors"] if t["id"] == first.id)
+    assert written["passes"] == 5 and [k for k, _ in written["at"]] == [0]
+    assert Graph.from_json(g.to_json()) == g
+
+
+def test_schema_2_files_with_an_entry_per_pass_still_load():
+    """The same graph written the schema 2 way (a list with null for every pass nothing flowed) reads as equal."""
+    g = _two_of_five_passes()
+    data = g.to_dict()
+    data["schema"] = 2
+    for t in data["tensors"]:
+        f = t["flowed"]
+        if isinstance(f, dict):
+            dense = [None] * f["passes"]
+            for k, s in f["at"]:
+                dense[k] = s
+            t["flowed"] = dense
+    assert Graph.from_dict(data) == g
+
+
+@pytest.mark.parametrize("flowed, message", [
+    ({"passes": 2, "at": [[2, None]]}, r"field 'flowed.at\[0\]' must be \[pass, summary\]"),
+    ({"passes": 3, "at": [[1, "S"], [1, "S"]]}, "each pass once"),
+    ({"passes": 3, "at": [[2, "S"], [1, "S"]]}, "in order"),
+    ({"passes": 3, "at": [[3, "S"]]}, "below 3"),
+    ({"passes": -1, "at": []}, r"field 'flowed' must be a list of summaries"),
+    ({"passes": 1, "at": [], "extra": 1}, r"field 'flowed' must be"),
+    ({"passes": 2, "at": [[0, {"shape": [1]}]]}, r"flowed.at\[0\]' is a bad summary"),
+])
+def test_bad_flowed_is_rejected_at_load(flowed, message):
+    """A schema 3 flowed whose passes are out of range, repeated, or not summaries is a ValueError naming the field."""
+    data = _two_of_five_passes().to_dict()
+    good = next(t["flowed"]["at"][0][1] for t in data["tensors"] if t["flowed"])
+    data["tensors"][0]["flowed"] = {**flowed, "at": [[k, good if s == "S" else s] for k, s in flowed["at"]]}
+    with pytest.raises(ValueError, match=message):
+        Graph.from_dict(data)
 
 
 @pytest.mark.parametrize(
@@ -161,7 +217,7 @@ def test_schema_1_files_still_load():
         (lambda d: d["tensors"][0].update(op="op42"), "its op 'op42' names no op"),
         (lambda d: d["ops"][0].update(saved=[{"name": "self", "tensor": "t77"}]), "names no tensor 't77'"),
         (lambda d: d["tensors"][0].update(value={"shape": [1]}), "bad summary"),
-        (lambda d: d.update(schema=3), "unsupported graph schema: 3"),
+        (lambda d: d.update(schema=4), "unsupported graph schema: 4"),
     ],
 )
 def test_bad_json_is_rejected_at_load(change, message):

@@ -15,10 +15,13 @@ from .capture import (
 from .guard import node_unsafe
 from .recorder import Recorder
 from .._util import paused_gc
+from ..flowed import Flowed
 from ..graph import FREED, LIVE, Edge, Graph, OpNode, TensorNode
 from ..names import NameBook
 
 __all__ = ["freeze"]
+
+_NO_FLOW = Flowed()
 
 
 def freeze(rec: Recorder, *, names: Mapping[str, Any] | None, module: torch.nn.Module | None) -> Graph:
@@ -27,19 +30,18 @@ def freeze(rec: Recorder, *, names: Mapping[str, Any] | None, module: torch.nn.M
         return _freeze(rec, names, module)
 
 
-def _flowed_by_tensor(rec: Recorder) -> dict[int, list]:
-    """What flowed into each tensor, one Summary per backward pass (None: nothing)."""
-    out: dict[int, list] = {}
+def _flowed_by_tensor(rec: Recorder) -> dict[int, Flowed]:
+    """What flowed into each tensor, by backward pass (a :class:`~graphlens.flowed.Flowed`: the
+    passes where something did, of all the trace's passes)."""
+    at: dict[int, list] = {}
     for i, pass_nr, head in rec.flowed:
-        seen = out.get(i)
+        seen = at.get(i)
         if seen is None:
-            seen = out[i] = []
-        if len(seen) < pass_nr:
-            seen.extend([None] * (pass_nr - len(seen)))
-        seen.append(None if head is None else make_summary(head))
-    for seen in out.values():
-        seen.extend([None] * (rec.passes - len(seen)))
-    return out
+            seen = at[i] = []
+        k = pass_nr if not seen or seen[-1][0] < pass_nr else seen[-1][0] + 1  # (each entry after the one before)
+        seen.append((k, None if head is None else make_summary(head)))
+    passes = rec.passes
+    return {i: Flowed(max(passes, seen[-1][0] + 1), [e for e in seen if e[1] is not None]) for i, seen in at.items()}
 
 
 def _saved_of(rec: Recorder, visited: set) -> dict[int, tuple]:
@@ -151,7 +153,7 @@ def _freeze(rec: Recorder, names, module) -> Graph:
             extra = dict(
                 made_by=None if m is None else m[0], line=where[0], code=where[1],
                 op=None if op is None else f"op{op}",
-                flowed=tuple(flowed.get(i, ())),
+                flowed=flowed.get(i, _NO_FLOW),
                 detached_from=None if detached is None else f"t{detached}",
                 region=r[_REGION],
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ..flowed import flowed_items
 from ..graph import FREED, Graph, TensorNode
 from ..values import PRECISION, Summary
 
@@ -51,7 +52,7 @@ def observed_notes(g: Graph) -> dict[str, list[str]]:
     - a non-leaf that kept its ``.grad`` (``retain_grad()``).
     """
     notes: dict[str, list[str]] = {}
-    ran = any(any(f is not None for f in t.flowed) for t in g.tensors)
+    ran = any(flowed_items(t.flowed) for t in g.tensors)
     roots = " and ".join(r.name or "the root" for r in g.roots) or "the root"
     for t in g.tensors:
         add = notes.setdefault(t.id, []).append
@@ -65,7 +66,7 @@ def observed_notes(g: Graph) -> dict[str, list[str]]:
             if not _reached(g, t.id):
                 add(f"grad None: no path from {roots}")
         elif t.is_leaf and t.grad is not None:
-            passes = [f for f in t.flowed if f is not None]
+            passes = [f for _, f in flowed_items(t.flowed)]
             if len(passes) >= 2:
                 add(f"grad {_fmt(t.grad)} = {_sum_text(passes)} (accumulated)")
         elif not t.is_leaf and t.retains_grad and t.grad is not None:
@@ -89,7 +90,7 @@ def released_notes(g: Graph, names: tuple[str, ...] = ()) -> dict[str, list[str]
     for t in g.tensors:
         if t.is_leaf or t.retains_grad or t.grad is not None or (names and t.name not in names) or (not names and not t.name):
             continue
-        flowed = [f for f in t.flowed if f is not None]
+        flowed = [f for _, f in flowed_items(t.flowed)]
         if flowed:
             out[t.id] = [f"grad {_fmt(flowed[-1])} flowed, then released"]
     return out

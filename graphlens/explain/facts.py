@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..flowed import flowed_items
 from ..graph import FREED, LIVE, PRECISION, REENTRANT_TAG, OpNode, SavedEntry, Summary, TensorNode
 
 __all__ = [
@@ -31,7 +32,7 @@ def grad_is_value(summary: Summary | None) -> bool:
 
 def gradient_flowed(node: TensorNode) -> bool:
     """Whether a gradient flowed into the tensor in some backward pass that a trace saw."""
-    return any(grad_is_value(f) for f in node.flowed)
+    return any(grad_is_value(f) for _, f in flowed_items(node.flowed))
 
 
 def grad_text(node: TensorNode, precision: int = PRECISION) -> str | None:

@@ -15,6 +15,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from ..flowed import flowed_items
 from ..graph import FREED, Graph, TensorNode
 from .nonfinite_backward import backward_answer as _backward_answer, changed_after as _changed_after, explain_failed_node, masked_softmax, origin as _origin, \
     origins as _origins, turned as _turned, created_answer as _created_answer, grad_call_answer as _grad_call_answer, \
@@ -40,7 +41,7 @@ def nonfinite_in(node: TensorNode) -> str | None:
         return "value"
     if bad(node.grad):
         return "grad"
-    if any(bad(f) for f in node.flowed):
+    if any(bad(f) for _, f in flowed_items(node.flowed)):
         return "flowed"
     return None
 
@@ -67,7 +68,7 @@ def explain_nonfinite(g: Graph, tid: str, replay: "Replay | None" = None, *, nam
     steps = list(replay.steps) if replay is not None else []
     if where == "value":
         e = _forward_answer(g, links, node, who, steps)
-        if e is not None and node.is_leaf and (bad(node.grad) or any(bad(f) for f in node.flowed)):
+        if e is not None and node.is_leaf and (bad(node.grad) or any(bad(f) for _, f in flowed_items(node.flowed))):
             e = _and_gradient(g, links, node, who, steps, e)
         return _diverged(g, e)
     # A gradient.  When the loss it comes from is not finite, the forward pass explains it (every

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..flowed import flowed_items
 from ..graph import Graph, TensorNode
 from ..values import Summary, format_number, same_head
 from .nonfinite_causes import Links, bad, base, index, kind, positional, safe_where_fix, value_at
@@ -260,7 +261,7 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
                             "first made it.", **common)
                 pass_nr, acc = s.backward, s.op
     if pass_nr is None and where == "flowed":
-        pass_nr = next(k for k, f in enumerate(node.flowed) if bad(f))
+        pass_nr = next(k for k, f in flowed_items(node.flowed) if bad(f))
     if acc is not None:
         relevant = links.upstream(acc) - {acc}
     elif node.op is not None:
@@ -320,7 +321,7 @@ def _backward_answer(g: Graph, links: Links, node: TensorNode, who: str, steps: 
     s1 = (f"{grad_of} is not finite, though {loss} was finite. The first non-finite gradient came from {o['what']}"
           f"{o['values']}.")
     sentences = [s1, o["why"]]
-    _, mine = _at(node.grad if where == "grad" else next((f for f in node.flowed if bad(f)), None))
+    _, mine = _at(node.grad if where == "grad" else next((f for _, f in flowed_items(node.flowed) if bad(f)), None))
     sentences += _turned(g, steps, first, relevant, mine, who, o["lineno"])
     fix = o["fix"]
     written = next((w.after for s in reversed(steps) for w in s.writes if w.tensor in mine_ids), None)

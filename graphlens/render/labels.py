@@ -6,6 +6,7 @@ import html
 import re
 from typing import Any, Mapping
 
+from ..flowed import last_flowed as _last_flowed
 from ..graph import OpNode, TensorNode
 from ..values import FREED, PRECISION, SavedEntry, Summary  # noqa: F401 - FREED: doctest
 from .style import FADED, GRAD_BORDER, GRAD_TEXT, NONFINITE, RELEASED
@@ -30,10 +31,7 @@ def value_text(summary: Summary | None, max_elements: int | None = None, precisi
 def last_flowed(t: TensorNode) -> Summary | None:
     """The summary of the last gradient that flowed into ``t`` in a traced backward pass,
     or ``None`` (passes where none flowed hold ``None``)."""
-    for summary in reversed(t.flowed):
-        if summary is not None:
-            return summary
-    return None
+    return _last_flowed(t.flowed)
 
 
 #: Longest text one label line shows; longer names are cut with an ellipsis.
