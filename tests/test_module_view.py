@@ -461,3 +461,44 @@ def test_batch_counts_are_buffers_in_a_trace_without_module():
     kept = [t.name for t in g.tensors if t.id not in gone and t.name and ("exp_avg" in t.name or t.name.endswith(".grad"))]
     assert any("exp_avg" in n for n in kept) and any(n.endswith(".grad") for n in kept)
     assert "num_batches_tracked" in to_dot(g, buffers=True).source
+
+
+def _one_step(blocks: int, steps: int):
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(blocks)])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gl.trace() as tr:
+        for _ in range(steps):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            opt.step()
+    return tr.graph()
+
+
+def test_a_training_step_draws_each_parameter_inside_the_module_call_that_used_it():
+    """In a trace of one training step, the optimizer's update under no_grad does not keep a parameter out of the
+    box of the call that used it with grad on: the box holds it, and the update reads the box (200 parameters drawn
+    one by one before, 218 nodes; over several steps the loop's folding decides, as before)."""
+    g = _one_step(100, 1)
+    nodes, edges = scene(g)
+    assert not any(n.kind == "tensor" and n.param for n in nodes) and len(nodes) < 30
+    boxes = {n.id: n for n in nodes if n.kind == "box"}
+    held = {m for b in boxes.values() if b.scope == "model" for m in b.members}
+    assert {t.id for t in g.tensors if t.is_parameter and t.version == 0} <= held
+    (step,) = [n for n in boxes.values() if n.scope is None]  # (the no_grad step: the update of every parameter)
+    readers = {e.src for e in edges if e.dst == step.id}
+    assert readers and readers <= set(boxes) and all(boxes[r].scope == "model" for r in readers)
+
+
+def test_an_evaluation_under_no_grad_keeps_the_parameters_it_reads_drawn():
+    """Parameters a no_grad evaluation reads (and no step updates) stay drawn, read by both the training and the evaluation calls."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    batch = torch.randn(16, 4)
+    with gl.trace() as tr:
+        loss = model(batch).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            score = model(batch).mean()  # noqa: F841
+    nodes, _ = scene(tr.graph())
+    assert sorted(n.id for n in nodes if n.kind == "tensor" and n.param) == sorted(t.id for t in tr.graph().tensors if t.is_parameter)

@@ -7,9 +7,9 @@ from typing import Mapping
 from .labels import esc, plural
 from .chains import collapse_chains, collapse_fans, periodic_segment
 from .scene import Edge, Node, Options
-from ..graph import REENTRANT_TAG, Graph
+from ..graph import Graph
 from .loops import fold_loops, fold_structure
-from .modules import acyclic, fold_repeats, longest_ways, lowered_ops, remap_edges
+from .modules import acyclic, fold_repeats, grad_off, longest_ways, lowered_ops, remap_edges, updated_in_place
 from .style import BOX_BORDER, BOX_FILL, FROZEN_BORDER, FROZEN_FILL, GRAD_BORDER, HIGHLIGHT, MODULE_NODES
 
 __all__ = ["collapse", "SIDE_PATH"]
@@ -39,7 +39,8 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
             if not scene:
                 # (a snapshot's nodes come in its walk's order, from the root: its runs are numbered in
                 # an order the forward pass could have made them, as a trace's are)
-                scene.append(_Scene(nodes, edges, forward=graph is not None and graph.source != "trace"))
+                scene.append(_Scene(nodes, edges, forward=graph is not None and graph.source != "trace",
+                                    updates=updated_in_place(graph)))
             boxes[k] = _box_map(nodes, edges, k, scene[0])
         return boxes[k]
 
@@ -126,7 +127,8 @@ class _Scene:
 
     __slots__ = ("order", "pairs", "scoped", "side", "named", "named_flow", "params", "param_flow", "tensors")
 
-    def __init__(self, nodes: list[Node], edges: list[Edge], *, forward: bool = False) -> None:
+    def __init__(self, nodes: list[Node], edges: list[Edge], *, forward: bool = False,
+                 updates: set[tuple[str, str]] | frozenset = frozenset()) -> None:
         self.order = _forward_order(nodes, edges) if forward else [n.id for n in nodes]
         self.pairs = [(e.src, e.dst) for e in edges]
         self.scoped = [(n.id, n.scope.split("."), n.region) for n in nodes if n.scope]
@@ -151,7 +153,9 @@ class _Scene:
         flow = [(e.src, e.dst) for e in edges if e.kind != "detach"]
         named, params = set(self.named), set(self.params)
         self.named_flow = [(s, d) for s, d in flow if s in named]
-        self.param_flow = [(s, d) for s, d in flow if s in params]
+        # (an optimizer's update of a parameter in a training step does not keep it out of the box that
+        # used it with grad on: see modules.updated_in_place)
+        self.param_flow = [(s, d) for s, d in flow if s in params and (s, d) not in updates]
 
 
 def _forward_order(nodes: list[Node], edges: list[Edge]) -> list[str]:
@@ -263,7 +267,7 @@ def _step_boxes(nodes: list[Node], edges: list[Edge], fresh: set[str] | frozense
     ops: dict[str, int] = {}
     for n in nodes:
         r = n.region
-        if r and n.kind != "tensor" and r.partition("#")[0] in _STEP_KINDS and not r.endswith(REENTRANT_TAG):
+        if n.kind != "tensor" and grad_off(r):
             ops[r] = ops.get(r, 0) + 1
     big = {r for r, k in ops.items() if k >= STEP_BOX_OPS}
     if not big:
@@ -304,7 +308,6 @@ def _step_boxes(nodes: list[Node], edges: list[Edge], fresh: set[str] | frozense
 #: A no_grad step box holds the parameters it updates and the gradients it reads when they are
 #: more than this many (else they are drawn beside it).
 STEP_BOX_AROUND = 12
-_STEP_KINDS = ("no_grad", "inference_mode")
 
 
 def _fresh(graph: Graph) -> set[str]:

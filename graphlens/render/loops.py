@@ -8,7 +8,7 @@ from typing import Mapping
 import numpy as np
 
 from ..graph import Graph
-from .modules import REPEAT, _alike_runs, _internal, _region_sizes, fold, longest_ways
+from .modules import REPEAT, _alike_runs, _internal, _region_sizes, fold, longest_ways, updated_in_place
 from .scene import Edge, Node
 
 __all__ = ["fold_loops", "fold_structure", "MAX_LOOPS"]
@@ -335,9 +335,12 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     own: dict[str, int] = {}
     kinds: dict[tuple, set[int]] = {}  # (parameter or not, shape, dtype) -> the iterations with such
     kind_of: dict[str, tuple] = {}
+    # (an optimizer's update of a parameter in a training step does not keep it from the one iteration
+    # that used it with grad on, each block's own weight: see modules.updated_in_place)
+    updates = updated_in_place(graph)
     for t in graph.tensors:
         if (t.id in kept) if t.op is None else (outputs[t.op] > 1 and t.op not in iteration):
-            users = {iteration.get(c) for c in consumers.get(t.id, ()) if c not in hidden}
+            users = {iteration.get(c) for c in consumers.get(t.id, ()) if c not in hidden and (t.id, c) not in updates}
             if hidden and len(users) > 1 and None not in users:
                 # (a loop inside a body drawn for many: the batch each of its steps takes, in every
                 # run of the body, goes with that step where the body is drawn, its first stretch)

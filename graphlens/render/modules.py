@@ -3,13 +3,50 @@
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 from typing import Iterable, Mapping
 
-from ..graph import Graph
+from ..graph import REENTRANT_TAG, Graph
 from .labels import esc
 from .scene import Edge, Node
 
-__all__ = ["lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold", "acyclic", "remap_edges", "longest_ways", "REPEAT", "repeat_title"]
+__all__ = ["grad_off", "updated_in_place", "lowered_ops", "buffer_ids", "hide_buffers", "fold_repeats", "fold", "acyclic", "remap_edges", "longest_ways", "REPEAT", "repeat_title"]
+
+
+#: The kinds of region where grad is off by the user's own hand (an optimizer's update, an evaluation).
+GRAD_OFF_KINDS = ("no_grad", "inference_mode")
+
+
+def grad_off(region: str | None) -> bool:
+    """Whether ``region`` (a node's) is a ``no_grad`` or ``inference_mode`` region of the program's
+    own, not the reentrant checkpoint's (``"no_grad#3:checkpoint"``, where the forward runs)."""
+    return bool(region) and region.partition("#")[0] in GRAD_OFF_KINDS and not region.endswith(REENTRANT_TAG)
+
+
+def updated_in_place(graph: Graph | None) -> set[tuple[str, str]]:
+    """``(parameter id, op id)`` for each use of a parameter with grad off in a region that wrote a
+    later version of it in place (an optimizer's step: its update, and the state it made from the
+    parameter), in a trace that saw at most one backward pass (a training step).  Such a use does
+    not keep the parameter out of the one module call that used it with grad on: drawn inside that
+    box, the step reads the box.  Over several passes a loop's folding draws the parameters as they
+    were before the first update as what it starts from; a use with grad off in a region that
+    writes no version of it (an evaluation under no_grad) is drawn as a use."""
+    if graph is None or graph.source != "trace" or max(map(len, map(_FLOWED, graph.tensors)), default=0) > 1:
+        return set()
+    tensors = {t.id: t for t in graph.tensors}
+    region = {op.id: op.region for op in graph.ops if grad_off(op.region)}
+    outputs, consumers = graph.adjacency.outputs, graph.adjacency.consumers
+    out: set[tuple[str, str]] = set()
+    for t in graph.tensors:
+        if t.is_parameter and t.name:
+            uses = [c for c in consumers.get(t.id, ()) if c in region]
+            writes = {region[c] for c in uses
+                      if any(tensors[o].name == t.name and tensors[o].version > t.version for o in outputs.get(c, ()) if o in tensors)}
+            out.update((t.id, c) for c in uses if region[c] in writes)
+    return out
+
+
+_FLOWED = attrgetter("flowed")
 
 #: A region whose name starts with this marks the nodes of a block drawn once for N repeats.
 REPEAT = "\x02"
