@@ -318,3 +318,21 @@ def test_law5_allows_nan_against_inf_where_a_derivative_is_infinite():
     from graphlens.laws import check
 
     check(5, program)
+
+
+def test_a_view_changed_through_its_base_keeps_the_engines_order():
+    """A view whose base a detached alias changed in place, read by the trace before torch rebuilds its backward node,
+    leaves the node's rebuilding to torch: the engine runs the nodes in the order it runs them untraced (law 11; a
+    random program in CI found the trace rebuilding AsStridedBackward0 early, which ran it before a SumBackward0)."""
+    from graphlens.laws.replay import law_replay_is_the_engine
+
+    def program():
+        w0 = torch.tensor(1.0, requires_grad=True)
+        h0 = w0.tanh()
+        d1 = w0.detach()
+        h2 = d1.reshape(-1)
+        d1.add_(h0)
+        h4 = h2.detach().tanh()
+        return d1.tanh().sum() + h2.sum() + 0 * h4.sum()
+
+    law_replay_is_the_engine(program)

@@ -243,7 +243,8 @@ class Recorder(FrameNotes, RegionNotes, WriteNotes, BackwardRecord):
                     # Changed in place by code the trace did not see since it was recorded (the
                     # .grad a backward accumulated into, a buffer a C++ kernel updated): a new
                     # version, with the value used now, made by nothing the trace saw.
-                    return self.new_tensor(t, None, 0, None, None, external=True)
+                    # (a view changed so keeps a stale node torch rebuilds later: is_leaf would rebuild it now, as above)
+                    return self.new_tensor(t, None, 0, None, None, external=True, leaf=not t.requires_grad if t._is_view() else None)
                 return i
         if t.requires_grad and not _grad_enabled() and t._is_view():
             # A view from outside, used with grad off: its backward node may be stale (its base
