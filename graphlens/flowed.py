@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import index
 from typing import Any, Iterator, Sequence
 
 from .values import Kind, Summary, Where, describe, read_summary
@@ -50,8 +51,10 @@ class Flowed(Sequence):
     def __getitem__(self, k: Any) -> Any:
         if isinstance(k, slice):
             return tuple(self)[k]
-        if not isinstance(k, int):
-            raise TypeError(f"Flowed indices must be integers or slices, not {type(k).__name__}")
+        try:
+            k = index(k)  # (any integer, as a tuple takes: numpy's too)
+        except TypeError:
+            raise TypeError(f"Flowed indices must be integers or slices, not {type(k).__name__}") from None
         if k < 0:
             k += self._n
         if not 0 <= k < self._n:

@@ -167,6 +167,11 @@ def test_flowed_keeps_the_passes_where_something_flowed_and_reads_as_one_entry_p
     first = g.find_all("h")[0]
     assert len(first.flowed) == 5 and first.flowed[0].head == (1.0, 1.0) and list(first.flowed)[1:] == [None] * 4
     assert first.flowed == (first.flowed[0], None, None, None, None) and first.flowed[-4] is None
+    assert first.flowed[torch.tensor(0).item()] is first.flowed[__import__("numpy").int64(0)] is first.flowed[0]
+    with pytest.raises(IndexError):
+        first.flowed[5]
+    with pytest.raises(TypeError, match="Flowed indices must be integers or slices, not str"):
+        first.flowed["0"]
     w = g.find("w").flowed
     assert [s.head for s in w] == [(3.0, 3.0)] + [(2.0, 2.0)] * 4
     data = json.loads(g.to_json())
