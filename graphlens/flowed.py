@@ -98,16 +98,12 @@ class Flowed(Sequence):
 def flowed_items(flowed: Sequence[Summary | None]) -> tuple[tuple[int, Summary], ...]:
     """``(pass, Summary)`` of each pass in which something flowed, of a :class:`Flowed` or of a
     plain tuple of entries (a record made by hand, or changed with ``_replace``)."""
-    if isinstance(flowed, Flowed):
-        return flowed.items()
-    return tuple((k, s) for k, s in enumerate(flowed) if s is not None)
+    return Flowed.of(flowed).items()
 
 
 def last_flowed(flowed: Sequence[Summary | None]) -> Summary | None:
     """The last gradient that flowed in, of a :class:`Flowed` or of a plain tuple of entries."""
-    if isinstance(flowed, Flowed):
-        return flowed.last()
-    return next((s for s in reversed(flowed) if s is not None), None)
+    return Flowed.of(flowed).last()
 
 
 def flowed_json(flowed: Sequence[Summary | None]) -> Any:

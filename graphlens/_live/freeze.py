@@ -33,15 +33,14 @@ def freeze(rec: Recorder, *, names: Mapping[str, Any] | None, module: torch.nn.M
 def _flowed_by_tensor(rec: Recorder) -> dict[int, Flowed]:
     """What flowed into each tensor, by backward pass (a :class:`~graphlens.flowed.Flowed`: the
     passes where something did, of all the trace's passes)."""
+    last: dict[int, int] = {}  # (each tensor's last pass so far: an entry goes after the one before)
     at: dict[int, list] = {}
     for i, pass_nr, head in rec.flowed:
-        seen = at.get(i)
-        if seen is None:
-            seen = at[i] = []
-        k = pass_nr if not seen or seen[-1][0] < pass_nr else seen[-1][0] + 1  # (each entry after the one before)
-        seen.append((k, None if head is None else make_summary(head)))
+        k = last[i] = max(pass_nr, last.get(i, -1) + 1)
+        if head is not None:
+            at.setdefault(i, []).append((k, make_summary(head)))
     passes = rec.passes
-    return {i: Flowed(max(passes, seen[-1][0] + 1), [e for e in seen if e[1] is not None]) for i, seen in at.items()}
+    return {i: Flowed(max(passes, k + 1), at.get(i, ())) for i, k in last.items()}
 
 
 def _saved_of(rec: Recorder, visited: set) -> dict[int, tuple]:

@@ -33,6 +33,12 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
     tried: dict[int, tuple] = {}
 
     scene: list[_Scene] = []  # (what every depth reads of the nodes and edges: read once, when a depth is first tried)
+    known: list = []
+
+    def updates() -> set:  # (a training step's parameter updates: read once, when boxes or loops first need them)
+        if not known:
+            known.append(updated_in_place(graph))
+        return known[0]
 
     def box_at(k: int) -> dict:
         if k not in boxes:
@@ -40,7 +46,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
                 # (a snapshot's nodes come in its walk's order, from the root: its runs are numbered in
                 # an order the forward pass could have made them, as a trace's are)
                 scene.append(_Scene(nodes, edges, forward=graph is not None and graph.source != "trace",
-                                    updates=updated_in_place(graph)))
+                                    updates=updates()))
             boxes[k] = _box_map(nodes, edges, k, scene[0])
         return boxes[k]
 
@@ -77,11 +83,11 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
         else:
             unfolded = None
     if len(nodes) > budget and o.repeats and graph is not None and graph.source == "trace":
-        looped, before = fold_loops(graph, nodes, edges, budget=budget), (nodes, edges)
+        looped, before = fold_loops(graph, nodes, edges, budget=budget, updates=updates()), (nodes, edges)
         if len(looped[0]) > budget and unfolded is not None and len(unfolded[0]) != len(nodes):
             # (a block folded inside each iteration, layers 1 and 2 of a stack run in every
             # step, keeps the iterations from folding: the loop alone, if it draws fewer)
-            alone = fold_loops(graph, *unfolded, budget=budget)
+            alone = fold_loops(graph, *unfolded, budget=budget, updates=updates())
             if len(alone[0]) < len(looped[0]):
                 looped, before = alone, unfolded
         nodes, edges = looped
@@ -90,7 +96,7 @@ def collapse(nodes: list[Node], edges: list[Edge], o: Options, graph: Graph | No
             # loop folded again, kept if it draws fewer)
             steps = _step_boxes(*before, _fresh(graph))
             if steps:
-                boxed = fold_loops(graph, *_collapse_scopes(*before, steps), budget=budget)
+                boxed = fold_loops(graph, *_collapse_scopes(*before, steps), budget=budget, updates=updates())
                 if len(boxed[0]) < len(nodes):
                     nodes, edges = boxed
     elif len(nodes) > o.max_nodes and graph is not None and graph.source == "trace":

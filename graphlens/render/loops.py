@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Mapping
+from typing import Collection, Mapping
 
 import numpy as np
 
@@ -19,7 +19,7 @@ MAX_LOOPS = 8
 
 
 def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
-               budget: int | None = None) -> tuple[list[Node], list[Edge]]:
+               budget: int | None = None, updates: Collection[tuple[str, str]] | None = None) -> tuple[list[Node], list[Edge]]:
     """Draw the body of a Python loop the trace saw run many times (an unrolled ``LSTMCell``,
     a training loop) once, with "× N".
 
@@ -32,12 +32,14 @@ def fold_loops(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: i
     pattern repeats folds, each in its frame; a shorter pattern is tried too, and the one
     that leaves fewer nodes drawn is kept (a training loop that also evaluates every tenth
     step: its runs of alike single steps, rather than one frame of ten steps); and the next
-    loop is looked for in the ops left (a program with two loops), up to :data:`MAX_LOOPS`."""
+    loop is looked for in the ops left (a program with two loops), up to :data:`MAX_LOOPS`.
+    ``updates``: :func:`~graphlens.render.modules.updated_in_place` of ``graph``, when the caller
+    has it already."""
     ops = [op for op in graph.ops if op.forward is not None]
     if len(ops) < 2 * minimum:
         return nodes, edges
     return _fold_sequence(graph, nodes, edges, ops, [(op.at_block, op.forward, op.line if op.block_line is not None else None) for op in ops],
-                          minimum, budget, _LOOP_WORDS)
+                          minimum, budget, _LOOP_WORDS, updated_in_place(graph) if updates is None else updates)
 
 
 def fold_structure(graph: Graph, nodes: list[Node], edges: list[Edge], *, minimum: int = 3,
@@ -101,7 +103,8 @@ def _down_heights(graph: Graph) -> dict[str, int]:
 
 
 def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, seq: list, minimum: int,
-                   budget: int | None, words: tuple[str, str, str]) -> tuple[list[Node], list[Edge]]:
+                   budget: int | None, words: tuple[str, str, str],
+                   updates: Collection[tuple[str, str]] = frozenset()) -> tuple[list[Node], list[Edge]]:
     """The search of :func:`fold_loops` on ``seq`` (what to compare of each of ``ops``, in order).
 
     A body that holds a loop of its own (a training loop's epochs, each running over the
@@ -143,7 +146,7 @@ def _fold_sequence(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list
         def fold_at(start: int, repeats: int) -> _Attempt:
             stretches = [(start, repeats)] if budget is None else _occurrences(seq, seq[start:start + period], minimum)
             return _Attempt(start, repeats, found, period, stretches, nests,
-                            *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, said, hidden))
+                            *_fold_stretches(graph, nodes, edges, ops, stretches, period, minimum, folded, said, hidden, updates))
 
         if words is not _LOOP_WORDS:
             return fold_at(start, repeats)
@@ -280,10 +283,12 @@ def _occurrences(seq: list, pattern: list, minimum: int) -> list[tuple[int, int]
 
 def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: list, stretches: list[tuple[int, int]],
                     period: int, minimum: int, folded: int, words: tuple[str, str, str] = _LOOP_WORDS,
-                    hidden: set | frozenset = frozenset()) -> tuple[list[Node], list[Edge], int, list[int]]:
+                    hidden: set | frozenset = frozenset(),
+                    updates: Collection[tuple[str, str]] = frozenset()) -> tuple[list[Node], list[Edge], int, list[int]]:
     """:func:`fold_loops` for the ``stretches`` (``(start, repeats)`` in the forward ``ops``) where
     one pattern of ``period`` ops repeats; the frames it draws are numbered from ``folded + 1``.
-    ``hidden``: the ops of iterations folded before into a body that holds this loop.
+    ``hidden``: the ops of iterations folded before into a body that holds this loop; ``updates``: see
+    :func:`~graphlens.render.modules.updated_in_place`.
     Returns the picture, how many runs it folded and the first item of each iteration folded away."""
     iteration: dict[str, int] = {}
     bases: list[int] = []  # (each stretch's first iteration number: a gap between stretches keeps their runs apart)
@@ -337,7 +342,6 @@ def _fold_stretches(graph: Graph, nodes: list[Node], edges: list[Edge], ops: lis
     kind_of: dict[str, tuple] = {}
     # (an optimizer's update of a parameter in a training step does not keep it from the one iteration
     # that used it with grad on, each block's own weight: see modules.updated_in_place)
-    updates = updated_in_place(graph)
     for t in graph.tensors:
         if (t.id in kept) if t.op is None else (outputs[t.op] > 1 and t.op not in iteration):
             users = {iteration.get(c) for c in consumers.get(t.id, ()) if c not in hidden and (t.id, c) not in updates}
